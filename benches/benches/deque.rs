@@ -1,0 +1,2 @@
+//! Deque benchmarks.
+fn main() {}

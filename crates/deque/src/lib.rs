@@ -1,0 +1,2 @@
+//! stepsched-deque
+#![cfg_attr(not(test), warn(missing_docs))]

@@ -1,0 +1,2 @@
+//! stepsched-mpsc
+#![cfg_attr(not(test), warn(missing_docs))]

@@ -1,0 +1,2 @@
+//! stepsched
+#![cfg_attr(not(test), warn(missing_docs))]

@@ -1,0 +1,2 @@
+//! Stress scenarios for stepsched.
+fn main() {}
