@@ -1,0 +1,2 @@
+//! mpsc benchmarks (to be written).
+fn main() {}

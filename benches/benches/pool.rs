@@ -1,0 +1,2 @@
+//! pool benchmarks (to be written).
+fn main() {}

@@ -1,0 +1,2 @@
+//! relay benchmarks (to be written).
+fn main() {}

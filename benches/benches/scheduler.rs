@@ -1,0 +1,2 @@
+//! scheduler benchmarks (to be written).
+fn main() {}
