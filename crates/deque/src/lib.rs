@@ -1,2 +1,918 @@
-//! stepsched-deque
+//! A Chase-Lev work-stealing deque whose steal-half claims a whole batch
+//! with one CAS, soundly.
+//!
+//! The owner of the deque holds a [`Worker`] and pushes and pops at the
+//! *bottom* (LIFO, no lock). Any number of thieves hold [`Stealer`]s and take
+//! from the *top* (FIFO): one item with [`Stealer::steal`], or up to half of
+//! the items with [`Stealer::steal_half_into`], which moves the batch into the
+//! thief's own deque and hands back one item to run at once.
+//!
+//! ```
+//! use stepsched_deque::{Steal, Worker};
+//!
+//! let victim = Worker::new();
+//! for i in 0..10 {
+//!     victim.push(i);
+//! }
+//! let stealer = victim.stealer();
+//!
+//! // The owner pops the newest item.
+//! assert_eq!(victim.pop(), Some(9));
+//!
+//! // A thief moves half of the remaining nine (rounded up) into its own
+//! // deque, running the oldest one at once.
+//! let mine = Worker::new();
+//! assert_eq!(stealer.steal_half_into(&mine), Steal::Success(0));
+//! assert_eq!(mine.len(), 4);
+//! assert_eq!(victim.len(), 4);
+//! ```
+//!
+//! # The algorithm
+//!
+//! The structure is the deque of Chase and Lev ("Dynamic Circular
+//! Work-Stealing Deque", SPAA 2005): a growable ring buffer indexed by two
+//! ever-increasing counters, `top` (where thieves take) and `bottom` (where
+//! the owner pushes and pops), with memory orderings chosen after Lê, Pop,
+//! Cohen and Zappa Nardelli ("Correct and Efficient Work-Stealing for Weak
+//! Memory Models", PPoPP 2013). It departs from the classic protocol in one
+//! place, to make a one-CAS *steal-half* sound.
+//!
+//! ## Why the classic protocol cannot steal half
+//!
+//! In classic Chase-Lev the owner pops without any read-modify-write unless it
+//! takes the last item: it decrements `bottom`, issues a SeqCst fence, reads
+//! `top`, and keeps the item if `top < bottom`. A thief reads `top`, then
+//! `bottom`, and claims the item at `top` by CAS on `top`. This is sound for
+//! *one* item because the owner and a thief can only meet on the last one.
+//! A thief claiming a *batch* `[top, top + n)` computes `n` from a `bottom`
+//! it read earlier; meanwhile the owner may pop, CAS-free, items inside that
+//! range, and the thief's CAS on `top` still succeeds because `top` did not
+//! move. One item is then handed to two workers — in Rust a double drop.
+//!
+//! ## One word for both ends
+//!
+//! Here `top`, `bottom` and a third field, `in_flight`, live in a single
+//! 64-bit atomic word (see [`Ends`](self)). Every change to either end is a
+//! read-modify-write of that word:
+//!
+//! * `push` writes the slot, then adds one to `bottom` with `fetch_add`
+//!   (wait-free, never retried);
+//! * `pop` decrements `bottom` with a CAS;
+//! * a thief claims `n` items by a CAS that moves `top` to `top + n` *and*
+//!   checks that `bottom` is still the value it computed `n` from.
+//!
+//! Because the thief's CAS compares the whole word, any pop (or push) since
+//! the thief's read makes it fail, and every successful claim lies inside
+//! `[top, bottom)` of the word it replaced — the items a concurrent pop can
+//! take are never inside a claimed batch. The cost is one uncontended RMW in
+//! `push` (the classic deque uses a plain store) while `pop` costs one CAS
+//! where the classic one pays a SeqCst fence; `benches/` measures both
+//! against crossbeam-deque and st3.
+//!
+//! ## Claim, then copy
+//!
+//! A thief never reads a slot it has not claimed: there is no speculative
+//! read racing the owner's writes (crossbeam-deque reads the slot first and
+//! discards the copy if its CAS fails, a data race that the Rust memory model
+//! does not allow). The claiming CAS sets `in_flight = n`; the thief then
+//! copies the `n` claimed slots out and releases them with
+//! `fetch_sub(n)`. While `in_flight` is non-zero:
+//!
+//! * the owner counts the claimed slots `[top - in_flight, top)` as occupied,
+//!   so `push` never overwrites a slot a thief is still reading (it grows the
+//!   buffer instead);
+//! * other thieves get [`Steal::Retry`]: one batch is copied out of a given
+//!   deque at a time, which keeps the claimed range a single interval that
+//!   one counter describes. The copy is at most
+//!   [`DEFAULT_STEAL_LIMIT`] moves (or the limit the caller chose), with no
+//!   allocation unless the thief's own deque must grow.
+//!
+//! Because slots are read only after the claim, ABA on the word is harmless:
+//! if the owner pops into a range and pushes back, restoring the word, the
+//! thief's successful CAS claims the items that are there *now*, and reads
+//! them after claiming.
+//!
+//! ## Growth and reclamation
+//!
+//! The ring doubles when full. The owner copies every occupied slot,
+//! including the in-flight ones, into the new buffer, publishes it with a
+//! Release store and retires the old one to [`crossbeam_epoch`]; thieves pin
+//! the epoch before loading the buffer pointer, so a retired buffer is freed
+//! only when no thief can still be reading it. A thief loads the buffer
+//! pointer *after* its claim: its claim synchronizes with every push up to
+//! the `bottom` it saw, and each such push happened after any growth that
+//! preceded it, so the thief sees a buffer holding its items (the old buffer
+//! is never written again once replaced, and the new one holds copies of all
+//! occupied and in-flight slots). The buffer never shrinks.
+//!
+//! ## Limits
+//!
+//! Indices are 28-bit counters that wrap, so the capacity is at most
+//! 2<sup>27</sup> items; `push` panics beyond it. A batch is at most 255
+//! items.
+//!
+//! ## Model checking
+//!
+//! Built with `RUSTFLAGS="--cfg stepsched_loom"`, the crate swaps its atomics
+//! and cells for [loom](https://docs.rs/loom)'s, and `src/loom_tests.rs`
+//! explores every interleaving of pop racing steal for the last item,
+//! steal-half racing several pops, steal-half racing another steal, and a
+//! growing push racing a thief, checking that each item is taken exactly
+//! once. A control model runs the classic protocol's steal-half against
+//! CAS-free pops and shows loom finds the double hand-out.
 #![cfg_attr(not(test), warn(missing_docs))]
+
+mod primitive;
+mod reclaim;
+
+#[cfg(all(test, stepsched_loom))]
+mod loom_tests;
+
+use std::cell::Cell;
+use std::fmt;
+use std::marker::PhantomData;
+use std::mem::MaybeUninit;
+
+use crossbeam_utils::CachePadded;
+
+use crate::primitive::cell::UnsafeCell;
+use crate::primitive::sync::Arc;
+use crate::primitive::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+
+/// The most items one [`Stealer::steal_half_into`] moves.
+pub const DEFAULT_STEAL_LIMIT: usize = 32;
+
+/// The largest batch a thief may claim (the width of the `in_flight` field).
+const MAX_STEAL_LIMIT: usize = FLIGHT_MASK as usize;
+
+/// Initial ring capacity of [`Worker::new`]. Small under loom, so that
+/// wrap-around and growth are reached in a few operations.
+#[cfg(not(stepsched_loom))]
+const DEFAULT_CAPACITY: usize = 32;
+#[cfg(stepsched_loom)]
+const DEFAULT_CAPACITY: usize = 4;
+
+/// The smallest ring.
+const MIN_CAPACITY: usize = 2;
+
+/// The largest ring: indices are 28-bit, and a length must stay below half
+/// the index space to be unambiguous.
+const MAX_CAPACITY: usize = 1 << (IDX_BITS - 1);
+
+const FLIGHT_BITS: u32 = 8;
+const FLIGHT_MASK: u64 = (1 << FLIGHT_BITS) - 1;
+const IDX_BITS: u32 = 28;
+const IDX_MASK: u32 = (1 << IDX_BITS) - 1;
+const TOP_SHIFT: u32 = FLIGHT_BITS;
+const BOTTOM_SHIFT: u32 = FLIGHT_BITS + IDX_BITS;
+/// Adding this to the word adds one to `bottom`. `bottom` occupies the
+/// highest bits, so its wrap-around carries out of the word and never into
+/// `top`.
+const BOTTOM_ONE: u64 = 1 << BOTTOM_SHIFT;
+
+/// A snapshot of the deque's shared word: `bottom` (bits 36..64), `top`
+/// (bits 8..36) and `in_flight` (bits 0..8), the number of claimed slots
+/// just below `top` that a thief is still copying out.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Ends(u64);
+
+impl Ends {
+    #[inline]
+    fn new(top: u32, bottom: u32, in_flight: u64) -> Self {
+        debug_assert!(in_flight <= FLIGHT_MASK);
+        Ends(
+            (u64::from(bottom & IDX_MASK) << BOTTOM_SHIFT)
+                | (u64::from(top & IDX_MASK) << TOP_SHIFT)
+                | in_flight,
+        )
+    }
+
+    #[inline]
+    fn top(self) -> u32 {
+        (self.0 >> TOP_SHIFT) as u32 & IDX_MASK
+    }
+
+    #[inline]
+    fn bottom(self) -> u32 {
+        (self.0 >> BOTTOM_SHIFT) as u32
+    }
+
+    #[inline]
+    fn in_flight(self) -> u64 {
+        self.0 & FLIGHT_MASK
+    }
+
+    /// Items between `top` and `bottom`: the items available to pop or steal.
+    #[inline]
+    fn len(self) -> u32 {
+        self.bottom().wrapping_sub(self.top()) & IDX_MASK
+    }
+
+    /// Slots in use: the available items plus the in-flight ones.
+    #[inline]
+    fn occupied(self) -> usize {
+        self.len() as usize + self.in_flight() as usize
+    }
+
+    /// The index of the oldest slot in use (the first in-flight one, if any).
+    #[inline]
+    fn lowest(self) -> u32 {
+        self.top().wrapping_sub(self.in_flight() as u32) & IDX_MASK
+    }
+}
+
+impl fmt::Debug for Ends {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ends")
+            .field("top", &self.top())
+            .field("bottom", &self.bottom())
+            .field("in_flight", &self.in_flight())
+            .finish()
+    }
+}
+
+/// A ring of slots. Slots are `MaybeUninit`: a buffer never drops items, it
+/// only frees its memory; the deque drops the items it still owns.
+struct Buffer<T> {
+    slots: Box<[UnsafeCell<MaybeUninit<T>>]>,
+    mask: usize,
+}
+
+impl<T> Buffer<T> {
+    /// Allocates a ring of `cap` slots (`cap` a power of two) on the heap.
+    fn alloc(cap: usize) -> *mut Buffer<T> {
+        debug_assert!(cap.is_power_of_two());
+        let slots = (0..cap)
+            .map(|_| UnsafeCell::new(MaybeUninit::uninit()))
+            .collect();
+        Box::into_raw(Box::new(Buffer {
+            slots,
+            mask: cap - 1,
+        }))
+    }
+
+    #[inline]
+    fn cap(&self) -> usize {
+        self.mask + 1
+    }
+
+    #[inline]
+    fn slot(&self, index: u32) -> &UnsafeCell<MaybeUninit<T>> {
+        // The mask keeps the index in bounds; the compiler sees it and drops
+        // the bounds check.
+        &self.slots[index as usize & self.mask]
+    }
+
+    /// Writes `item` into the slot for `index`.
+    ///
+    /// # Safety
+    ///
+    /// The caller has exclusive access to the slot: no other thread reads or
+    /// writes it concurrently.
+    #[inline]
+    unsafe fn write(&self, index: u32, item: T) {
+        self.slot(index).with_mut(|p| {
+            // SAFETY: exclusive access is the caller's contract; writing a
+            // `MaybeUninit` never drops the old contents.
+            unsafe { p.write(MaybeUninit::new(item)) }
+        });
+    }
+
+    /// Moves the item out of the slot for `index`.
+    ///
+    /// # Safety
+    ///
+    /// The slot holds an initialized item that the caller owns (it claimed
+    /// the index), and no thread writes the slot concurrently.
+    #[inline]
+    unsafe fn read(&self, index: u32) -> T {
+        self.slot(index).with(|p| {
+            // SAFETY: the slot is initialized and owned by the caller, and
+            // is not written concurrently (the caller's contract).
+            unsafe { p.read().assume_init() }
+        })
+    }
+
+    /// Copies the raw bytes of the slot for `index` into `dst`'s slot for the
+    /// same index, without taking ownership of the item.
+    ///
+    /// # Safety
+    ///
+    /// No thread writes either slot concurrently.
+    #[inline]
+    unsafe fn copy_to(&self, dst: &Buffer<T>, index: u32) {
+        let value = self.slot(index).with(|p| {
+            // SAFETY: reading a `MaybeUninit` bitwise is always valid, and
+            // the slot is not written concurrently (the caller's contract).
+            unsafe { p.read() }
+        });
+        dst.slot(index).with_mut(|p| {
+            // SAFETY: `dst` is not yet shared, or the slot is not accessed
+            // concurrently (the caller's contract).
+            unsafe { p.write(value) }
+        });
+    }
+}
+
+/// The state shared by a deque's [`Worker`] and its [`Stealer`]s.
+struct Inner<T> {
+    /// `top`, `bottom` and `in_flight` (see [`Ends`]).
+    ends: CachePadded<AtomicU64>,
+    /// The current ring. Written only by the owner (on growth).
+    buffer: CachePadded<AtomicPtr<Buffer<T>>>,
+    /// Rings replaced by growth, kept until the deque is dropped (loom does
+    /// not model crossbeam-epoch, so under loom reclamation is deferred to
+    /// the end).
+    #[cfg(stepsched_loom)]
+    retired: UnsafeCell<Vec<*mut Buffer<T>>>,
+}
+
+// SAFETY: `Inner` moves `T`s between threads (push on one, pop or steal on
+// another), which needs `T: Send`; the raw buffer pointer is only an owning
+// pointer to slots of `T`.
+unsafe impl<T: Send> Send for Inner<T> {}
+// SAFETY: shared access goes through atomics and the claim protocol
+// documented at the top of this module, which gives each slot access to one
+// thread at a time; values of `T` only ever move, never get shared, so
+// `T: Send` is enough.
+unsafe impl<T: Send> Sync for Inner<T> {}
+
+impl<T> Drop for Inner<T> {
+    fn drop(&mut self) {
+        // Relaxed: `&mut self` means every handle is gone; the Arc's drop
+        // already synchronized with their last uses.
+        let ends = Ends(self.ends.load(Ordering::Relaxed));
+        debug_assert_eq!(ends.in_flight(), 0, "a claim outlived every stealer");
+        let buffer = self.buffer.load(Ordering::Relaxed);
+        let mut index = ends.top();
+        while index != ends.bottom() {
+            // SAFETY: `buffer` is the live ring, slots in `[top, bottom)`
+            // hold items the deque still owns, and no other handle exists.
+            drop(unsafe { (*buffer).read(index) });
+            index = index.wrapping_add(1) & IDX_MASK;
+        }
+        // SAFETY: the live ring was allocated by `Buffer::alloc` and nobody
+        // else can reach it any more; retired rings are owned by the
+        // reclamation scheme, not by this pointer.
+        drop(unsafe { Box::from_raw(buffer) });
+        #[cfg(stepsched_loom)]
+        self.retired.with_mut(|list| {
+            // SAFETY: `&mut self`: no other access to the list.
+            for old in unsafe { (*list).drain(..) } {
+                // SAFETY: retired rings came from `Buffer::alloc` and no
+                // handle remains that could read them.
+                drop(unsafe { Box::from_raw(old) });
+            }
+        });
+    }
+}
+
+/// The owner's handle of a work-stealing deque: pushes and pops at the
+/// bottom, LIFO.
+///
+/// A `Worker` can be sent to another thread but not shared (it is `Send`
+/// and `!Sync`): only one thread acts as the owner at a time. Hand out
+/// [`Stealer`]s to other threads.
+///
+/// ```
+/// use stepsched_deque::Worker;
+///
+/// let w = Worker::new();
+/// w.push('a');
+/// w.push('b');
+/// assert_eq!(w.pop(), Some('b'));
+/// assert_eq!(w.pop(), Some('a'));
+/// assert_eq!(w.pop(), None);
+/// ```
+pub struct Worker<T> {
+    inner: Arc<Inner<T>>,
+    /// The owner's copy of `inner.buffer` (only the owner changes it).
+    buffer: Cell<*mut Buffer<T>>,
+    /// `Worker` is `!Sync`: its `&self` methods assume a single caller.
+    _not_sync: PhantomData<*mut ()>,
+}
+
+// SAFETY: the owner role may move to another thread; everything shared with
+// thieves lives behind `Inner`, which is `Send + Sync` for `T: Send`. The
+// cached pointer refers to the ring `inner` owns.
+unsafe impl<T: Send> Send for Worker<T> {}
+
+impl<T> Worker<T> {
+    /// Creates an empty deque with the default initial capacity (32).
+    ///
+    /// ```
+    /// let w = stepsched_deque::Worker::<u32>::new();
+    /// assert!(w.is_empty());
+    /// ```
+    pub fn new() -> Self {
+        Self::with_capacity(DEFAULT_CAPACITY)
+    }
+
+    /// Creates an empty deque whose ring starts with room for `cap` items
+    /// (rounded up to a power of two, at least 2). The ring grows when full.
+    ///
+    /// ```
+    /// let w = stepsched_deque::Worker::with_capacity(1000);
+    /// for i in 0..5000 {
+    ///     w.push(i);
+    /// }
+    /// assert_eq!(w.len(), 5000);
+    /// ```
+    pub fn with_capacity(cap: usize) -> Self {
+        Self::with_capacity_at(cap, 0)
+    }
+
+    /// Like `with_capacity`, with `top` and `bottom` starting at `start`
+    /// (tests use it to reach index wrap-around quickly).
+    fn with_capacity_at(cap: usize, start: u32) -> Self {
+        let cap = cap.clamp(MIN_CAPACITY, MAX_CAPACITY).next_power_of_two();
+        let buffer = Buffer::alloc(cap);
+        let inner = Arc::new(Inner {
+            ends: CachePadded::new(AtomicU64::new(Ends::new(start, start, 0).0)),
+            buffer: CachePadded::new(AtomicPtr::new(buffer)),
+            #[cfg(stepsched_loom)]
+            retired: UnsafeCell::new(Vec::new()),
+        });
+        Worker {
+            inner,
+            buffer: Cell::new(buffer),
+            _not_sync: PhantomData,
+        }
+    }
+
+    /// Creates a [`Stealer`] for this deque.
+    ///
+    /// ```
+    /// use stepsched_deque::{Steal, Worker};
+    ///
+    /// let w = Worker::new();
+    /// w.push(1);
+    /// let s = w.stealer();
+    /// assert_eq!(s.steal(), Steal::Success(1));
+    /// ```
+    pub fn stealer(&self) -> Stealer<T> {
+        Stealer {
+            inner: self.inner.clone(),
+        }
+    }
+
+    /// The number of items in the deque (exact when no thief is racing).
+    ///
+    /// ```
+    /// let w = stepsched_deque::Worker::new();
+    /// w.push(());
+    /// assert_eq!(w.len(), 1);
+    /// ```
+    pub fn len(&self) -> usize {
+        // Relaxed: a snapshot of one word; callers use it as a hint.
+        Ends(self.inner.ends.load(Ordering::Relaxed)).len() as usize
+    }
+
+    /// Whether the deque holds no item.
+    ///
+    /// ```
+    /// let w = stepsched_deque::Worker::<u8>::new();
+    /// assert!(w.is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Pushes an item at the bottom.
+    ///
+    /// Wait-free except when the ring is full, where it allocates a ring of
+    /// twice the size.
+    ///
+    /// # Panics
+    ///
+    /// If the deque would hold more than 2<sup>27</sup> items.
+    ///
+    /// ```
+    /// let w = stepsched_deque::Worker::new();
+    /// w.push(7);
+    /// assert_eq!(w.pop(), Some(7));
+    /// ```
+    #[inline]
+    pub fn push(&self, item: T) {
+        // Acquire: synchronizes with the Release `fetch_sub` by which a thief
+        // released its claim, so its reads of those slots happen before our
+        // write below may reuse one of them.
+        let ends = Ends(self.inner.ends.load(Ordering::Acquire));
+        let mut buffer = self.buffer.get();
+        // SAFETY: the cached pointer is the live ring, owned by `inner`,
+        // which we keep alive; only the owner (us) replaces it.
+        if ends.occupied() >= unsafe { (*buffer).cap() } {
+            buffer = self.grow(1);
+        }
+        // SAFETY: the slot for `bottom` is free: every slot in use lies in
+        // `[top - in_flight, bottom)`, which is shorter than the ring. That
+        // range only moves up while we hold the owner role, so the check
+        // above stays true. No thief reads a slot before claiming it, and
+        // claims end below `bottom`.
+        unsafe { (*buffer).write(ends.bottom(), item) };
+        // Release: publishes the slot write to a thief whose Acquire load or
+        // CAS reads this value or a later one (every later change of the
+        // word is an RMW, which continues this release sequence).
+        self.inner.ends.fetch_add(BOTTOM_ONE, Ordering::Release);
+    }
+
+    /// Pops the most recently pushed item (LIFO).
+    ///
+    /// Lock-free: one CAS, retried only if a thief changed the word between
+    /// the load and the CAS.
+    ///
+    /// ```
+    /// let w = stepsched_deque::Worker::new();
+    /// w.push(1);
+    /// w.push(2);
+    /// assert_eq!(w.pop(), Some(2));
+    /// ```
+    #[inline]
+    pub fn pop(&self) -> Option<T> {
+        // Relaxed: the slot we take was written by this thread (push, growth
+        // copy or steal_half_into), so no ordering with other threads is
+        // needed to read it; exclusivity comes from the CAS's atomicity.
+        let mut current = self.inner.ends.load(Ordering::Relaxed);
+        loop {
+            let ends = Ends(current);
+            if ends.len() == 0 {
+                return None;
+            }
+            let bottom = ends.bottom().wrapping_sub(1) & IDX_MASK;
+            let new = Ends::new(ends.top(), bottom, ends.in_flight());
+            // Relaxed: see the load above. Any thief's claim either
+            // replaced an older word (then our CAS fails and we retry) or
+            // will be computed from `new`, and then ends below `bottom`.
+            match self.inner.ends.compare_exchange_weak(
+                current,
+                new.0,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => {
+                    // SAFETY: our CAS took index `bottom` out of
+                    // `[top, bottom)` atomically, so no thief can claim it;
+                    // the slot was written by this thread and holds an item.
+                    return Some(unsafe { (*self.buffer.get()).read(bottom) });
+                }
+                Err(actual) => current = actual,
+            }
+        }
+    }
+
+    /// Makes room for `extra` more items: doubles the ring (more than once
+    /// if needed), copying every slot in use, in-flight ones included.
+    #[cold]
+    #[inline(never)]
+    fn grow(&self, extra: usize) -> *mut Buffer<T> {
+        // Acquire: as in `push`, orders our later writes after the reads of
+        // any thief that released its claim.
+        let ends = Ends(self.inner.ends.load(Ordering::Acquire));
+        let old = self.buffer.get();
+        // SAFETY: `old` is the live ring, kept alive by `inner`.
+        let old_cap = unsafe { (*old).cap() };
+        let needed = ends.occupied() + extra;
+        let mut new_cap = old_cap;
+        while new_cap < needed {
+            new_cap *= 2;
+        }
+        assert!(
+            new_cap <= MAX_CAPACITY,
+            "stepsched-deque: capacity overflow (more than {MAX_CAPACITY} items)"
+        );
+        if new_cap == old_cap {
+            return old;
+        }
+        let new = Buffer::alloc(new_cap);
+        let mut index = ends.lowest();
+        while index != ends.bottom() {
+            // SAFETY: only the owner writes slots and it is busy here; a
+            // thief may be reading an in-flight slot of `old`, and
+            // concurrent reads are fine. `new` is not shared yet.
+            unsafe { (*old).copy_to(&*new, index) };
+            index = index.wrapping_add(1) & IDX_MASK;
+        }
+        self.buffer.set(new);
+        // Release: a thief that loads the pointer with Acquire sees the
+        // copied slots.
+        self.inner.buffer.store(new, Ordering::Release);
+        // SAFETY: `old` is unlinked (the store above), was allocated by
+        // `Buffer::alloc`, and is retired once.
+        unsafe { reclaim::retire(&self.inner, old) };
+        new
+    }
+
+    /// Pushes `n` items produced by `next` (in order) with a single release
+    /// of `bottom`. The caller must not push or pop in between (it cannot:
+    /// it holds `&self` of a `!Sync` type on the owner thread).
+    fn push_batch(&self, n: usize, mut next: impl FnMut() -> T) {
+        if n == 0 {
+            return;
+        }
+        // Acquire: as in `push`.
+        let ends = Ends(self.inner.ends.load(Ordering::Acquire));
+        let mut buffer = self.buffer.get();
+        // SAFETY: the cached pointer is the live ring.
+        if ends.occupied() + n > unsafe { (*buffer).cap() } {
+            buffer = self.grow(n);
+        }
+        let mut index = ends.bottom();
+        for _ in 0..n {
+            // SAFETY: as in `push`: the ring has room for `n` more items
+            // after `bottom`, and those slots are neither in use nor claimed.
+            unsafe { (*buffer).write(index, next()) };
+            index = index.wrapping_add(1) & IDX_MASK;
+        }
+        // Release: as in `push`, publishes all `n` slot writes.
+        self.inner
+            .ends
+            .fetch_add(BOTTOM_ONE.wrapping_mul(n as u64), Ordering::Release);
+    }
+}
+
+impl<T> Default for Worker<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> fmt::Debug for Worker<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Worker { .. }")
+    }
+}
+
+/// A thief's handle of a work-stealing deque: steals from the top, FIFO.
+///
+/// `Stealer`s are cheap to clone and can be shared between threads.
+///
+/// ```
+/// use stepsched_deque::{Steal, Worker};
+/// use std::thread;
+///
+/// let w = Worker::new();
+/// for i in 0..100 {
+///     w.push(i);
+/// }
+/// let s = w.stealer();
+/// let stolen = thread::spawn(move || {
+///     let mine = Worker::new();
+///     let mut got = Vec::new();
+///     loop {
+///         match s.steal_half_into(&mine) {
+///             Steal::Success(first) => {
+///                 got.push(first);
+///                 while let Some(item) = mine.pop() {
+///                     got.push(item);
+///                 }
+///             }
+///             Steal::Retry => continue,
+///             Steal::Empty => break got,
+///         }
+///     }
+/// })
+/// .join()
+/// .unwrap();
+/// assert_eq!(stolen.len(), 100);
+/// ```
+pub struct Stealer<T> {
+    inner: Arc<Inner<T>>,
+}
+
+impl<T> Stealer<T> {
+    /// Steals the oldest item.
+    ///
+    /// Returns [`Steal::Retry`] if another thief won the race or is copying
+    /// a batch out of this deque.
+    ///
+    /// ```
+    /// use stepsched_deque::{Steal, Worker};
+    ///
+    /// let w = Worker::new();
+    /// w.push(1);
+    /// w.push(2);
+    /// assert_eq!(w.stealer().steal(), Steal::Success(1));
+    /// ```
+    pub fn steal(&self) -> Steal<T> {
+        let (top, _) = match self.claim(1) {
+            Steal::Success(claim) => claim,
+            Steal::Empty => return Steal::Empty,
+            Steal::Retry => return Steal::Retry,
+        };
+        let guard = reclaim::pin();
+        let buffer = self.load_buffer(&guard);
+        // SAFETY: we claimed `top` (it is in flight, so the owner neither
+        // writes its slot nor lets the ring holding it be freed while we are
+        // pinned); `buffer` holds its item (see the module docs on growth).
+        let item = unsafe { (*buffer).read(top) };
+        self.release(1);
+        drop(guard);
+        Steal::Success(item)
+    }
+
+    /// Steals up to half of the items (⌈len/2⌉, at most
+    /// [`DEFAULT_STEAL_LIMIT`]) with one CAS, moves all but the oldest into
+    /// `dst` and returns the oldest.
+    ///
+    /// `dst` is the thief's own deque; it must be used on the thread that
+    /// owns it (it is `!Sync`, so the compiler sees to that).
+    ///
+    /// ```
+    /// use stepsched_deque::{Steal, Worker};
+    ///
+    /// let victim = Worker::new();
+    /// for i in 0..7 {
+    ///     victim.push(i);
+    /// }
+    /// let mine = Worker::new();
+    /// assert_eq!(victim.stealer().steal_half_into(&mine), Steal::Success(0));
+    /// assert_eq!(mine.len(), 3); // items 1, 2, 3
+    /// assert_eq!(victim.len(), 3); // items 4, 5, 6
+    /// ```
+    pub fn steal_half_into(&self, dst: &Worker<T>) -> Steal<T> {
+        self.steal_half_into_with_limit(dst, DEFAULT_STEAL_LIMIT)
+    }
+
+    /// Like [`steal_half_into`](Self::steal_half_into), taking at most
+    /// `limit` items (clamped to `1..=255`).
+    ///
+    /// ```
+    /// use stepsched_deque::{Steal, Worker};
+    ///
+    /// let victim = Worker::new();
+    /// for i in 0..100 {
+    ///     victim.push(i);
+    /// }
+    /// let mine = Worker::new();
+    /// let s = victim.stealer();
+    /// assert_eq!(s.steal_half_into_with_limit(&mine, 4), Steal::Success(0));
+    /// assert_eq!(mine.len(), 3);
+    /// assert_eq!(victim.len(), 96);
+    /// ```
+    pub fn steal_half_into_with_limit(&self, dst: &Worker<T>, limit: usize) -> Steal<T> {
+        let limit = limit.clamp(1, MAX_STEAL_LIMIT);
+        let (top, n) = match self.claim(limit) {
+            Steal::Success(claim) => claim,
+            Steal::Empty => return Steal::Empty,
+            Steal::Retry => return Steal::Retry,
+        };
+        let guard = reclaim::pin();
+        let buffer = self.load_buffer(&guard);
+        // SAFETY: as in `steal`: `top..top + n` are claimed by us and held
+        // by `buffer`, which stays alive while we are pinned.
+        let first = unsafe { (*buffer).read(top) };
+        let mut index = top;
+        dst.push_batch(n as usize - 1, || {
+            index = index.wrapping_add(1) & IDX_MASK;
+            // SAFETY: as above, for each claimed index after the first.
+            unsafe { (*buffer).read(index) }
+        });
+        self.release(n);
+        drop(guard);
+        Steal::Success(first)
+    }
+
+    /// The number of items in the deque, as a snapshot.
+    ///
+    /// ```
+    /// let w = stepsched_deque::Worker::new();
+    /// w.push(1);
+    /// assert_eq!(w.stealer().len(), 1);
+    /// ```
+    pub fn len(&self) -> usize {
+        // Relaxed: a snapshot of one word; callers use it as a hint.
+        Ends(self.inner.ends.load(Ordering::Relaxed)).len() as usize
+    }
+
+    /// Whether the deque holds no item, as a snapshot.
+    ///
+    /// ```
+    /// let w = stepsched_deque::Worker::<()>::new();
+    /// assert!(w.stealer().is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Claims the `⌈len/2⌉` oldest items, at most `limit`, by one CAS that
+    /// moves `top` and records them as in flight. On success returns the
+    /// first claimed index and the count; the caller must copy the items out
+    /// and then call `release`.
+    #[inline]
+    fn claim(&self, limit: usize) -> Steal<(u32, u64)> {
+        // Acquire: synchronizes with the Release RMWs of `push` (a release
+        // sequence that every later RMW of the word continues), so the slots
+        // below the `bottom` we see are written.
+        let current = self.inner.ends.load(Ordering::Acquire);
+        let ends = Ends(current);
+        let len = ends.len() as usize;
+        if len == 0 {
+            return Steal::Empty;
+        }
+        if ends.in_flight() != 0 {
+            // Another thief is copying a batch out; one at a time.
+            return Steal::Retry;
+        }
+        let n = len.div_ceil(2).min(limit) as u64;
+        let top = ends.top();
+        let new = Ends::new(top.wrapping_add(n as u32), ends.bottom(), n);
+        // Acquire on success: as the load above, for the value the CAS
+        // replaced. Relaxed on failure: we give up without reading anything.
+        match self
+            .inner
+            .ends
+            .compare_exchange(current, new.0, Ordering::Acquire, Ordering::Relaxed)
+        {
+            Ok(_) => Steal::Success((top, n)),
+            Err(_) => Steal::Retry,
+        }
+    }
+
+    /// Loads the current ring while pinned.
+    #[inline]
+    fn load_buffer(&self, _guard: &reclaim::Guard) -> *mut Buffer<T> {
+        // Acquire: synchronizes with the Release store in `grow`, so the
+        // slots it copied are visible.
+        self.inner.buffer.load(Ordering::Acquire)
+    }
+
+    /// Ends a claim of `n` items once they are copied out.
+    #[inline]
+    fn release(&self, n: u64) {
+        // Release: our reads of the claimed slots happen before the owner's
+        // next write of them (its Acquire load in `push` reads this value or
+        // a later one).
+        self.inner.ends.fetch_sub(n, Ordering::Release);
+    }
+}
+
+impl<T> Clone for Stealer<T> {
+    fn clone(&self) -> Self {
+        Stealer {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<T> fmt::Debug for Stealer<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Stealer { .. }")
+    }
+}
+
+/// The outcome of a steal.
+#[must_use]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Steal<T> {
+    /// The deque was empty.
+    Empty,
+    /// An item was stolen.
+    Success(T),
+    /// The steal lost a race (another thief or a pop changed the deque, or
+    /// another thief is copying a batch out): try again.
+    Retry,
+}
+
+impl<T> Steal<T> {
+    /// Whether the deque was empty.
+    ///
+    /// ```
+    /// assert!(stepsched_deque::Steal::<()>::Empty.is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        matches!(self, Steal::Empty)
+    }
+
+    /// Whether an item was stolen.
+    ///
+    /// ```
+    /// assert!(stepsched_deque::Steal::Success(1).is_success());
+    /// ```
+    pub fn is_success(&self) -> bool {
+        matches!(self, Steal::Success(_))
+    }
+
+    /// Whether the steal should be retried.
+    ///
+    /// ```
+    /// assert!(stepsched_deque::Steal::<()>::Retry.is_retry());
+    /// ```
+    pub fn is_retry(&self) -> bool {
+        matches!(self, Steal::Retry)
+    }
+
+    /// The stolen item, if any.
+    ///
+    /// ```
+    /// assert_eq!(stepsched_deque::Steal::Success(3).success(), Some(3));
+    /// ```
+    pub fn success(self) -> Option<T> {
+        match self {
+            Steal::Success(item) => Some(item),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
