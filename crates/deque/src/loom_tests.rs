@@ -1,1 +1,266 @@
+//! Loom models of the deque's protocol.
+//!
+//! Each model runs the real `Worker`/`Stealer` code with loom's atomics and
+//! cells (the ring starts at 4 slots under loom, or 2 where growth is the
+//! point) and checks an exactly-once predicate over every item: each id is
+//! returned by exactly one of pop / steal / steal_half_into, or left in the
+//! deque and drained at the end. Loom additionally flags any unsynchronized
+//! access to a slot (`UnsafeCell`) as a data race.
+//!
+//! `reference_steal_half_duplicates` is the control: the classic protocol's
+//! steal-half (read both ends, copy `n` slots, CAS `top`) against CAS-free
+//! pops, which loom must catch handing one item out twice.
+//!
+//! Run with:
+//! `RUSTFLAGS="--cfg stepsched_loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release -p stepsched-deque --lib`
 
+use crate::{Steal, Stealer, Worker};
+use loom::thread;
+
+/// Collects everything one steal produced, plus the thief's own deque.
+fn take_all(first: Steal<usize>, mine: &Worker<usize>, out: &mut Vec<usize>) {
+    if let Steal::Success(x) = first {
+        out.push(x);
+    }
+    while let Some(x) = mine.pop() {
+        out.push(x);
+    }
+}
+
+/// Asserts that `taken` holds each of `0..n` exactly once.
+fn assert_exactly_once(mut taken: Vec<usize>, n: usize) {
+    taken.sort_unstable();
+    let expected: Vec<usize> = (0..n).collect();
+    assert_eq!(taken, expected, "an item was lost or handed out twice");
+}
+
+/// A thief that retries until it gets a definite answer, bounded so loom's
+/// state space stays finite.
+fn steal_half_retrying(s: &Stealer<usize>, mine: &Worker<usize>, out: &mut Vec<usize>) {
+    for _ in 0..2 {
+        let r = s.steal_half_into(mine);
+        let retry = r.is_retry();
+        take_all(r, mine, out);
+        if !retry {
+            break;
+        }
+        thread::yield_now();
+    }
+}
+
+#[test]
+fn pop_races_steal_for_last_item() {
+    loom::model(|| {
+        let w = Worker::new();
+        w.push(0usize);
+        let s = w.stealer();
+        let thief = thread::spawn(move || s.steal().success());
+        let popped = w.pop();
+        let stolen = thief.join().unwrap();
+        let mut taken: Vec<usize> = popped.into_iter().chain(stolen).collect();
+        taken.extend(w.pop());
+        assert_exactly_once(taken, 1);
+    });
+}
+
+#[test]
+fn steal_half_races_owner_pops() {
+    // The reference's bug: a batch claim computed from a stale `bottom`
+    // while the owner pops into it.
+    loom::model(|| {
+        const N: usize = 4;
+        let w = Worker::new();
+        for i in 0..N {
+            w.push(i);
+        }
+        let s = w.stealer();
+        let thief = thread::spawn(move || {
+            let mine = Worker::new();
+            let mut got = Vec::new();
+            take_all(s.steal_half_into(&mine), &mine, &mut got);
+            got
+        });
+        let mut taken = Vec::new();
+        for _ in 0..3 {
+            taken.extend(w.pop());
+        }
+        taken.extend(thief.join().unwrap());
+        while let Some(x) = w.pop() {
+            taken.push(x);
+        }
+        assert_exactly_once(taken, N);
+    });
+}
+
+#[test]
+fn steal_half_races_steal() {
+    loom::model(|| {
+        const N: usize = 3;
+        let w = Worker::new();
+        for i in 0..N {
+            w.push(i);
+        }
+        let s1 = w.stealer();
+        let s2 = w.stealer();
+        let half = thread::spawn(move || {
+            let mine = Worker::new();
+            let mut got = Vec::new();
+            steal_half_retrying(&s1, &mine, &mut got);
+            got
+        });
+        let one = thread::spawn(move || s2.steal().success());
+        let mut taken = w.pop().into_iter().collect::<Vec<_>>();
+        taken.extend(half.join().unwrap());
+        taken.extend(one.join().unwrap());
+        while let Some(x) = w.pop() {
+            taken.push(x);
+        }
+        assert_exactly_once(taken, N);
+    });
+}
+
+#[test]
+fn push_grows_while_thief_holds_old_ring() {
+    // The ring starts with 2 slots: the owner's third push grows it while a
+    // thief may be copying out of the old ring.
+    loom::model(|| {
+        const N: usize = 4;
+        let w = Worker::with_capacity(2);
+        w.push(0usize);
+        w.push(1);
+        let s = w.stealer();
+        let thief = thread::spawn(move || {
+            let mine = Worker::with_capacity(2);
+            let mut got = Vec::new();
+            steal_half_retrying(&s, &mine, &mut got);
+            got
+        });
+        for i in 2..N {
+            w.push(i);
+        }
+        let mut taken = thief.join().unwrap();
+        while let Some(x) = w.pop() {
+            taken.push(x);
+        }
+        assert_exactly_once(taken, N);
+    });
+}
+
+#[test]
+fn pop_and_push_race_a_copying_thief() {
+    // A thief copying a batch while the owner pops the rest and pushes back
+    // into the freed slots: the owner must never write a slot still in
+    // flight (loom flags the race on the cell if it does).
+    loom::model(|| {
+        let w = Worker::with_capacity(4);
+        for i in 0..4usize {
+            w.push(i);
+        }
+        let s = w.stealer();
+        let thief = thread::spawn(move || {
+            let mine = Worker::new();
+            let mut got = Vec::new();
+            take_all(s.steal_half_into(&mine), &mine, &mut got);
+            got
+        });
+        let mut taken = Vec::new();
+        taken.extend(w.pop());
+        taken.extend(w.pop());
+        w.push(4);
+        w.push(5);
+        taken.extend(thief.join().unwrap());
+        while let Some(x) = w.pop() {
+            taken.push(x);
+        }
+        assert_exactly_once(taken, 6);
+    });
+}
+
+/// The control: the reference implementation's protocol, in miniature.
+/// Classic Chase-Lev ends in two words; the owner pops without a CAS unless
+/// it takes the last item; steal-half reads both ends, copies `n` slots and
+/// claims them with one CAS on `top`. Slots hold plain ids in atomics, so
+/// the only failure loom can find is the protocol's own.
+mod reference {
+    use loom::sync::Arc;
+    use loom::sync::atomic::{AtomicIsize, AtomicUsize, Ordering::SeqCst, fence};
+
+    pub(super) struct Deque {
+        top: AtomicIsize,
+        bottom: AtomicIsize,
+        slots: Vec<AtomicUsize>,
+    }
+
+    impl Deque {
+        pub(super) fn new(items: usize) -> Arc<Self> {
+            Arc::new(Deque {
+                top: AtomicIsize::new(0),
+                bottom: AtomicIsize::new(items as isize),
+                slots: (0..items).map(AtomicUsize::new).collect(),
+            })
+        }
+
+        pub(super) fn pop(&self) -> Option<usize> {
+            let b = self.bottom.load(SeqCst) - 1;
+            self.bottom.store(b, SeqCst);
+            fence(SeqCst);
+            let t = self.top.load(SeqCst);
+            if t > b {
+                self.bottom.store(b + 1, SeqCst);
+                return None;
+            }
+            let item = self.slots[b as usize].load(SeqCst);
+            if t == b {
+                let won = self.top.compare_exchange(t, t + 1, SeqCst, SeqCst).is_ok();
+                self.bottom.store(b + 1, SeqCst);
+                return won.then_some(item);
+            }
+            // t < b: taken without a CAS.
+            Some(item)
+        }
+
+        pub(super) fn steal_half(&self) -> Vec<usize> {
+            let t = self.top.load(SeqCst);
+            fence(SeqCst);
+            let b = self.bottom.load(SeqCst);
+            if b <= t {
+                return Vec::new();
+            }
+            let n = (b - t + 1) / 2;
+            let batch: Vec<usize> = (t..t + n)
+                .map(|i| self.slots[i as usize].load(SeqCst))
+                .collect();
+            if self.top.compare_exchange(t, t + n, SeqCst, SeqCst).is_ok() {
+                batch
+            } else {
+                Vec::new()
+            }
+        }
+    }
+}
+
+#[test]
+#[should_panic(expected = "handed out twice")]
+fn reference_steal_half_duplicates() {
+    loom::model(|| {
+        const N: usize = 4;
+        let d = reference::Deque::new(N);
+        let thief = {
+            let d = d.clone();
+            thread::spawn(move || d.steal_half())
+        };
+        let mut taken = Vec::new();
+        for _ in 0..3 {
+            taken.extend(d.pop());
+        }
+        taken.extend(thief.join().unwrap());
+        while let Some(x) = d.pop() {
+            taken.push(x);
+        }
+        let mut seen = [0u8; N];
+        for x in &taken {
+            seen[*x] += 1;
+            assert!(seen[*x] < 2, "item {x} handed out twice");
+        }
+    });
+}

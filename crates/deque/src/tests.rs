@@ -269,7 +269,7 @@ fn len_never_empty_at_rest() {
                     let mut checks = 0u64;
                     while !stop.load(SeqCst) {
                         assert!(!s.is_empty(), "empty while an item is at rest");
-                        assert!(s.len() >= 1);
+                        assert_ne!(s.len(), 0);
                         checks += 1;
                     }
                     checks
@@ -335,7 +335,7 @@ fn owner_vs_thieves(thieves: usize, n: usize, pop_every: usize, limit: usize) {
                     start.wait();
                     loop {
                         let finished = done.load(SeqCst);
-                        let r = if (count + t) % 3 == 0 {
+                        let r = if (count + t).is_multiple_of(3) {
                             s.steal()
                         } else {
                             s.steal_half_into_with_limit(&mine, limit)
@@ -469,7 +469,7 @@ fn chained_steal() {
                     ledger_ref.take(x);
                 }
                 turn += 1;
-                if turn % 2 == 0
+                if turn.is_multiple_of(2)
                     && let Some(x) = a.pop()
                 {
                     ledger_ref.take(x);
