@@ -1,2 +1,196 @@
-//! cargo xtask.
-fn main() {}
+//! `cargo xtask <task>`: the project's automation, in plain Rust with std only.
+//!
+//! Run `cargo xtask` with no arguments for the list of tasks. Every task
+//! prints the commands it runs, so each step can be repeated by hand.
+
+use std::env;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+/// Crates that carry loom models, in layer order.
+const LOOM_CRATES: &[&str] = &[
+    "stepsched-deque",
+    "stepsched-mpsc",
+    "stepsched-process",
+    "stepsched-pool",
+    "stepsched",
+];
+
+const TASKS: &[(&str, &str)] = &[
+    (
+        "stress [scenario..] [flags]",
+        "stress scenarios in release mode (deque, mpsc, pool, scheduler; default all); flags: --workers N --processes N --seconds S --seed N --quick; `soak` repeats until --seconds",
+    ),
+    (
+        "loom [--preemptions N] [crate..]",
+        "every loom model (LOOM_MAX_PREEMPTIONS, default 2), in target/loom",
+    ),
+    (
+        "bench [--quick] [bench..]",
+        "criterion benchmarks against peers (reports in target/criterion)",
+    ),
+    ("ci", "what CI runs: fmt, clippy, tests, docs, loom, quick stress"),
+];
+
+fn main() -> ExitCode {
+    let args: Vec<String> = env::args().skip(1).collect();
+    let Some((task, rest)) = args.split_first() else {
+        print_tasks();
+        return ExitCode::SUCCESS;
+    };
+    let result = match task.as_str() {
+        "stress" => stress(rest),
+        "loom" => loom(rest),
+        "bench" => bench(rest),
+        "ci" => ci(),
+        "help" | "-h" | "--help" => {
+            print_tasks();
+            Ok(())
+        }
+        other => Err(format!("unknown task `{other}`; run `cargo xtask` for the list")),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn print_tasks() {
+    println!("cargo xtask <task>\n\ntasks:");
+    for (name, what) in TASKS {
+        println!("  {name:<34} {what}");
+    }
+}
+
+/// The workspace root (the parent of this crate's directory).
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace root")
+        .to_path_buf()
+}
+
+fn cargo() -> Command {
+    let mut cmd = Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cmd.current_dir(root());
+    cmd
+}
+
+/// Runs `cmd`, echoing it first; an unsuccessful exit is an error.
+fn run(cmd: &mut Command) -> Result<(), String> {
+    let envs: Vec<String> = cmd
+        .get_envs()
+        .filter_map(|(k, v)| Some(format!("{}={}", k.to_string_lossy(), v?.to_string_lossy())))
+        .collect();
+    let args: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+    let line = format!(
+        "{}{} {}",
+        envs.iter().map(|e| format!("{e} ")).collect::<String>(),
+        cmd.get_program().to_string_lossy(),
+        args.join(" ")
+    );
+    println!("$ {line}");
+    let status = cmd
+        .status()
+        .map_err(|e| format!("cannot run `{line}`: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("`{line}` failed with {status}"))
+    }
+}
+
+fn stress(args: &[String]) -> Result<(), String> {
+    run(cargo()
+        .args(["run", "--release", "--quiet", "-p", "stepsched-stress", "--"])
+        .args(args))
+}
+
+fn loom(args: &[String]) -> Result<(), String> {
+    let mut preemptions = env::var("LOOM_MAX_PREEMPTIONS").unwrap_or_else(|_| "2".into());
+    let mut crates: Vec<String> = Vec::new();
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--preemptions" => {
+                preemptions = it
+                    .next()
+                    .ok_or("--preemptions needs a number")?
+                    .clone();
+            }
+            name => crates.push(name.to_string()),
+        }
+    }
+    if crates.is_empty() {
+        crates = LOOM_CRATES.iter().map(|c| c.to_string()).collect();
+    }
+    for krate in &crates {
+        let dir = crate_dir(krate)?;
+        // Unit-test modules named `loom_tests` inside the library, then the
+        // `tests/loom.rs` integration test if the crate has one. Other
+        // tests use real threads and are not run under loom.
+        let mut cmd = cargo();
+        cmd.env("RUSTFLAGS", "--cfg stepsched_loom")
+            .env("LOOM_MAX_PREEMPTIONS", &preemptions)
+            .env("CARGO_TARGET_DIR", root().join("target/loom"))
+            .args(["test", "--release", "-p", krate, "--lib"]);
+        if dir.join("tests/loom.rs").exists() {
+            cmd.args(["--test", "loom"]);
+        }
+        cmd.args(["--", "loom"]);
+        run(&mut cmd)?;
+    }
+    Ok(())
+}
+
+/// The directory of a workspace crate, from its package name.
+fn crate_dir(krate: &str) -> Result<PathBuf, String> {
+    let name = krate.strip_prefix("stepsched-").unwrap_or(krate);
+    let dir = root().join("crates").join(name);
+    if dir.join("Cargo.toml").exists() {
+        Ok(dir)
+    } else {
+        Err(format!("no crate `{krate}` under crates/"))
+    }
+}
+
+fn bench(args: &[String]) -> Result<(), String> {
+    let mut quick = false;
+    let mut benches = Vec::new();
+    for arg in args {
+        match arg.as_str() {
+            "--quick" => quick = true,
+            name => benches.push(name.to_string()),
+        }
+    }
+    let mut cmd = cargo();
+    cmd.args(["bench", "-p", "stepsched-benches"]);
+    for b in &benches {
+        cmd.args(["--bench", b]);
+    }
+    if quick {
+        cmd.args(["--", "--quick"]);
+    }
+    run(&mut cmd)
+}
+
+fn ci() -> Result<(), String> {
+    run(cargo().args(["fmt", "--all", "--", "--check"]))?;
+    run(cargo().args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
+    run(cargo().args(["test", "--workspace"]))?;
+    run(cargo()
+        .env("RUSTDOCFLAGS", "-D warnings")
+        .args(["doc", "--workspace", "--no-deps"]))?;
+    loom(&[])?;
+    stress(&["--quick".to_string()])
+}

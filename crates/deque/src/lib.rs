@@ -916,3 +916,8 @@ impl<T> Steal<T> {
 
 #[cfg(test)]
 mod tests;
+
+/// The README's examples, compiled and run as doctests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
