@@ -137,7 +137,7 @@ use crossbeam_utils::CachePadded;
 
 use crate::primitive::cell::UnsafeCell;
 use crate::primitive::sync::Arc;
-use crate::primitive::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use crate::primitive::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 /// The most items one [`Stealer::steal_half_into`] moves.
 pub const DEFAULT_STEAL_LIMIT: usize = 32;
@@ -164,27 +164,29 @@ const FLIGHT_MASK: u64 = (1 << FLIGHT_BITS) - 1;
 const IDX_BITS: u32 = 28;
 const IDX_MASK: u32 = (1 << IDX_BITS) - 1;
 const TOP_SHIFT: u32 = FLIGHT_BITS;
-const BOTTOM_SHIFT: u32 = FLIGHT_BITS + IDX_BITS;
-/// Adding this to the word adds one to `bottom`. `bottom` occupies the
-/// highest bits, so its wrap-around carries out of the word and never into
-/// `top`.
-const BOTTOM_ONE: u64 = 1 << BOTTOM_SHIFT;
+const POPS_SHIFT: u32 = FLIGHT_BITS + IDX_BITS;
 
-/// A snapshot of the deque's shared word: `bottom` (bits 36..64), `top`
-/// (bits 8..36) and `in_flight` (bits 0..8), the number of claimed slots
-/// just below `top` that a thief is still copying out.
+/// The word thieves CAS: `pops` (bits 36..64, the owner's pop count),
+/// `top` (bits 8..36) and `in_flight` (bits 0..8, the number of claimed
+/// slots just below `top` that a thief is still copying out). All three are
+/// 28-bit (8-bit) counters that wrap.
 #[derive(Clone, Copy, PartialEq, Eq)]
-struct Ends(u64);
+struct Head(u64);
 
-impl Ends {
+impl Head {
     #[inline]
-    fn new(top: u32, bottom: u32, in_flight: u64) -> Self {
+    fn new(pops: u32, top: u32, in_flight: u64) -> Self {
         debug_assert!(in_flight <= FLIGHT_MASK);
-        Ends(
-            (u64::from(bottom & IDX_MASK) << BOTTOM_SHIFT)
+        Head(
+            (u64::from(pops & IDX_MASK) << POPS_SHIFT)
                 | (u64::from(top & IDX_MASK) << TOP_SHIFT)
                 | in_flight,
         )
+    }
+
+    #[inline]
+    fn pops(self) -> u32 {
+        (self.0 >> POPS_SHIFT) as u32
     }
 
     #[inline]
@@ -193,41 +195,56 @@ impl Ends {
     }
 
     #[inline]
-    fn bottom(self) -> u32 {
-        (self.0 >> BOTTOM_SHIFT) as u32
-    }
-
-    #[inline]
     fn in_flight(self) -> u64 {
         self.0 & FLIGHT_MASK
     }
 
+    /// Both ends, given the owner's push count.
+    #[inline]
+    fn ends(self, pushes: u32) -> Ends {
+        Ends {
+            top: self.top(),
+            bottom: pushes.wrapping_sub(self.pops()) & IDX_MASK,
+            in_flight: self.in_flight() as u32,
+        }
+    }
+}
+
+impl fmt::Debug for Head {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Head")
+            .field("pops", &self.pops())
+            .field("top", &self.top())
+            .field("in_flight", &self.in_flight())
+            .finish()
+    }
+}
+
+/// A snapshot of both ends: `bottom = pushes - pops`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Ends {
+    top: u32,
+    bottom: u32,
+    in_flight: u32,
+}
+
+impl Ends {
     /// Items between `top` and `bottom`: the items available to pop or steal.
     #[inline]
     fn len(self) -> u32 {
-        self.bottom().wrapping_sub(self.top()) & IDX_MASK
+        self.bottom.wrapping_sub(self.top) & IDX_MASK
     }
 
     /// Slots in use: the available items plus the in-flight ones.
     #[inline]
     fn occupied(self) -> usize {
-        self.len() as usize + self.in_flight() as usize
+        self.len() as usize + self.in_flight as usize
     }
 
     /// The index of the oldest slot in use (the first in-flight one, if any).
     #[inline]
     fn lowest(self) -> u32 {
-        self.top().wrapping_sub(self.in_flight() as u32) & IDX_MASK
-    }
-}
-
-impl fmt::Debug for Ends {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Ends")
-            .field("top", &self.top())
-            .field("bottom", &self.bottom())
-            .field("in_flight", &self.in_flight())
-            .finish()
+        self.top.wrapping_sub(self.in_flight) & IDX_MASK
     }
 }
 
@@ -258,9 +275,11 @@ impl<T> Buffer<T> {
 
     #[inline]
     fn slot(&self, index: u32) -> &UnsafeCell<MaybeUninit<T>> {
-        // The mask keeps the index in bounds; the compiler sees it and drops
-        // the bounds check.
-        &self.slots[index as usize & self.mask]
+        let i = index as usize & self.mask;
+        debug_assert!(i < self.slots.len());
+        // SAFETY: `slots.len() == mask + 1` (set in `alloc`, never changed),
+        // so `i <= mask` is in bounds.
+        unsafe { self.slots.get_unchecked(i) }
     }
 
     /// Writes `item` into the slot for `index`.
@@ -316,8 +335,11 @@ impl<T> Buffer<T> {
 
 /// The state shared by a deque's [`Worker`] and its [`Stealer`]s.
 struct Inner<T> {
-    /// `top`, `bottom` and `in_flight` (see [`Ends`]).
-    ends: CachePadded<AtomicU64>,
+    /// `pops`, `top` and `in_flight` (see [`Head`]).
+    head: CachePadded<AtomicU64>,
+    /// How many items the owner has pushed (a 28-bit wrapping counter).
+    /// `bottom` is `pushes - pops`. Written only by the owner.
+    pushes: CachePadded<AtomicU32>,
     /// The current ring. Written only by the owner (on growth).
     buffer: CachePadded<AtomicPtr<Buffer<T>>>,
     /// Rings replaced by growth, kept until the deque is dropped (loom does
@@ -341,11 +363,12 @@ impl<T> Drop for Inner<T> {
     fn drop(&mut self) {
         // Relaxed: `&mut self` means every handle is gone; the Arc's drop
         // already synchronized with their last uses.
-        let ends = Ends(self.ends.load(Ordering::Relaxed));
-        debug_assert_eq!(ends.in_flight(), 0, "a claim outlived every stealer");
+        let ends =
+            Head(self.head.load(Ordering::Relaxed)).ends(self.pushes.load(Ordering::Relaxed));
+        debug_assert_eq!(ends.in_flight, 0, "a claim outlived every stealer");
         let buffer = self.buffer.load(Ordering::Relaxed);
-        let mut index = ends.top();
-        while index != ends.bottom() {
+        let mut index = ends.top;
+        while index != ends.bottom {
             // SAFETY: `buffer` is the live ring, slots in `[top, bottom)`
             // hold items the deque still owns, and no other handle exists.
             drop(unsafe { (*buffer).read(index) });
@@ -388,6 +411,8 @@ pub struct Worker<T> {
     inner: Arc<Inner<T>>,
     /// The owner's copy of `inner.buffer` (only the owner changes it).
     buffer: Cell<*mut Buffer<T>>,
+    /// The owner's copy of `inner.pushes` (only the owner changes it).
+    pushes: Cell<u32>,
     /// `Worker` is `!Sync`: its `&self` methods assume a single caller.
     _not_sync: PhantomData<*mut ()>,
 }
@@ -428,7 +453,8 @@ impl<T> Worker<T> {
         let cap = cap.clamp(MIN_CAPACITY, MAX_CAPACITY).next_power_of_two();
         let buffer = Buffer::alloc(cap);
         let inner = Arc::new(Inner {
-            ends: CachePadded::new(AtomicU64::new(Ends::new(start, start, 0).0)),
+            head: CachePadded::new(AtomicU64::new(Head::new(0, start, 0).0)),
+            pushes: CachePadded::new(AtomicU32::new(start & IDX_MASK)),
             buffer: CachePadded::new(AtomicPtr::new(buffer)),
             #[cfg(stepsched_loom)]
             retired: UnsafeCell::new(Vec::new()),
@@ -436,6 +462,7 @@ impl<T> Worker<T> {
         Worker {
             inner,
             buffer: Cell::new(buffer),
+            pushes: Cell::new(start & IDX_MASK),
             _not_sync: PhantomData,
         }
     }
@@ -464,8 +491,25 @@ impl<T> Worker<T> {
     /// assert_eq!(w.len(), 1);
     /// ```
     pub fn len(&self) -> usize {
-        // Relaxed: a snapshot of one word; callers use it as a hint.
-        Ends(self.inner.ends.load(Ordering::Relaxed)).len() as usize
+        // Relaxed: `pops` is ours and thieves only move `top`; the result is
+        // exact for the owner up to concurrent steals.
+        self.ends(Ordering::Relaxed).len() as usize
+    }
+
+    /// Both ends, as the owner sees them: `pushes` from our own copy.
+    #[inline]
+    fn ends(&self, order: Ordering) -> Ends {
+        Head(self.inner.head.load(order)).ends(self.pushes.get())
+    }
+
+    /// Publishes `pushes` advanced by `n`.
+    #[inline]
+    fn publish_pushes(&self, n: u32) {
+        let pushes = self.pushes.get().wrapping_add(n) & IDX_MASK;
+        self.pushes.set(pushes);
+        // Release: publishes the slot writes to a thief whose Acquire load
+        // of `pushes` reads this value or a later one.
+        self.inner.pushes.store(pushes, Ordering::Release);
     }
 
     /// Whether the deque holds no item.
@@ -497,7 +541,7 @@ impl<T> Worker<T> {
         // Acquire: synchronizes with the Release `fetch_sub` by which a thief
         // released its claim, so its reads of those slots happen before our
         // write below may reuse one of them.
-        let ends = Ends(self.inner.ends.load(Ordering::Acquire));
+        let ends = self.ends(Ordering::Acquire);
         let mut buffer = self.buffer.get();
         // SAFETY: the cached pointer is the live ring, owned by `inner`,
         // which we keep alive; only the owner (us) replaces it.
@@ -509,11 +553,8 @@ impl<T> Worker<T> {
         // range only moves up while we hold the owner role, so the check
         // above stays true. No thief reads a slot before claiming it, and
         // claims end below `bottom`.
-        unsafe { (*buffer).write(ends.bottom(), item) };
-        // Release: publishes the slot write to a thief whose Acquire load or
-        // CAS reads this value or a later one (every later change of the
-        // word is an RMW, which continues this release sequence).
-        self.inner.ends.fetch_add(BOTTOM_ONE, Ordering::Release);
+        unsafe { (*buffer).write(ends.bottom, item) };
+        self.publish_pushes(1);
     }
 
     /// Pops the most recently pushed item (LIFO).
@@ -530,30 +571,34 @@ impl<T> Worker<T> {
     #[inline]
     pub fn pop(&self) -> Option<T> {
         // Relaxed: the slot we take was written by this thread (push, growth
-        // copy or steal_half_into), so no ordering with other threads is
-        // needed to read it; exclusivity comes from the CAS's atomicity.
-        let mut current = self.inner.ends.load(Ordering::Relaxed);
+        // copy or steal_half_into), so reading it needs no ordering with
+        // other threads; exclusivity comes from the CAS's atomicity.
+        let mut current = self.inner.head.load(Ordering::Relaxed);
         loop {
-            let ends = Ends(current);
+            let head = Head(current);
+            let ends = head.ends(self.pushes.get());
             if ends.len() == 0 {
                 return None;
             }
-            let bottom = ends.bottom().wrapping_sub(1) & IDX_MASK;
-            let new = Ends::new(ends.top(), bottom, ends.in_flight());
-            // Relaxed: see the load above. Any thief's claim either
-            // replaced an older word (then our CAS fails and we retry) or
-            // will be computed from `new`, and then ends below `bottom`.
-            match self.inner.ends.compare_exchange_weak(
+            let new = Head::new(head.pops().wrapping_add(1), head.top(), head.in_flight());
+            // Release: a thief that Acquire-loads this word and then loads
+            // `pushes` sees every push before this pop, so the `bottom` it
+            // computes is never below `top`. Relaxed on failure: we retry
+            // from the value read. Any thief's claim either replaced an
+            // older word (our CAS fails and we retry) or is computed from
+            // `new`, and then ends below the index we take.
+            match self.inner.head.compare_exchange_weak(
                 current,
                 new.0,
-                Ordering::Relaxed,
+                Ordering::Release,
                 Ordering::Relaxed,
             ) {
                 Ok(_) => {
-                    // SAFETY: our CAS took index `bottom` out of
-                    // `[top, bottom)` atomically, so no thief can claim it;
-                    // the slot was written by this thread and holds an item.
-                    return Some(unsafe { (*self.buffer.get()).read(bottom) });
+                    let index = ends.bottom.wrapping_sub(1) & IDX_MASK;
+                    // SAFETY: our CAS took `index` out of `[top, bottom)`
+                    // atomically, so no thief can claim it; the slot was
+                    // written by this thread and holds an item.
+                    return Some(unsafe { (*self.buffer.get()).read(index) });
                 }
                 Err(actual) => current = actual,
             }
@@ -567,7 +612,7 @@ impl<T> Worker<T> {
     fn grow(&self, extra: usize) -> *mut Buffer<T> {
         // Acquire: as in `push`, orders our later writes after the reads of
         // any thief that released its claim.
-        let ends = Ends(self.inner.ends.load(Ordering::Acquire));
+        let ends = self.ends(Ordering::Acquire);
         let old = self.buffer.get();
         // SAFETY: `old` is the live ring, kept alive by `inner`.
         let old_cap = unsafe { (*old).cap() };
@@ -585,7 +630,7 @@ impl<T> Worker<T> {
         }
         let new = Buffer::alloc(new_cap);
         let mut index = ends.lowest();
-        while index != ends.bottom() {
+        while index != ends.bottom {
             // SAFETY: only the owner writes slots and it is busy here; a
             // thief may be reading an in-flight slot of `old`, and
             // concurrent reads are fine. `new` is not shared yet.
@@ -610,23 +655,20 @@ impl<T> Worker<T> {
             return;
         }
         // Acquire: as in `push`.
-        let ends = Ends(self.inner.ends.load(Ordering::Acquire));
+        let ends = self.ends(Ordering::Acquire);
         let mut buffer = self.buffer.get();
         // SAFETY: the cached pointer is the live ring.
         if ends.occupied() + n > unsafe { (*buffer).cap() } {
             buffer = self.grow(n);
         }
-        let mut index = ends.bottom();
+        let mut index = ends.bottom;
         for _ in 0..n {
             // SAFETY: as in `push`: the ring has room for `n` more items
             // after `bottom`, and those slots are neither in use nor claimed.
             unsafe { (*buffer).write(index, next()) };
             index = index.wrapping_add(1) & IDX_MASK;
         }
-        // Release: as in `push`, publishes all `n` slot writes.
-        self.inner
-            .ends
-            .fetch_add(BOTTOM_ONE.wrapping_mul(n as u64), Ordering::Release);
+        self.publish_pushes(n as u32);
     }
 }
 
@@ -780,8 +822,20 @@ impl<T> Stealer<T> {
     /// assert_eq!(w.stealer().len(), 1);
     /// ```
     pub fn len(&self) -> usize {
-        // Relaxed: a snapshot of one word; callers use it as a hint.
-        Ends(self.inner.ends.load(Ordering::Relaxed)).len() as usize
+        self.ends().1.len() as usize
+    }
+
+    /// Loads `head`, then `pushes`, and returns the word and both ends.
+    #[inline]
+    fn ends(&self) -> (Head, Ends) {
+        // Acquire: synchronizes with the Release CAS of the last `pop`, so
+        // the `pushes` load below sees every push before it and `bottom`
+        // is never computed below `top`.
+        let head = Head(self.inner.head.load(Ordering::Acquire));
+        // Acquire: synchronizes with the Release store of `push`, so the
+        // slots below the `bottom` we compute are written and visible.
+        let pushes = self.inner.pushes.load(Ordering::Acquire);
+        (head, head.ends(pushes))
     }
 
     /// Whether the deque holds no item, as a snapshot.
@@ -800,30 +854,27 @@ impl<T> Stealer<T> {
     /// and then call `release`.
     #[inline]
     fn claim(&self, limit: usize) -> Steal<(u32, u64)> {
-        // Acquire: synchronizes with the Release RMWs of `push` (a release
-        // sequence that every later RMW of the word continues), so the slots
-        // below the `bottom` we see are written.
-        let current = self.inner.ends.load(Ordering::Acquire);
-        let ends = Ends(current);
+        let (head, ends) = self.ends();
         let len = ends.len() as usize;
         if len == 0 {
             return Steal::Empty;
         }
-        if ends.in_flight() != 0 {
+        if ends.in_flight != 0 {
             // Another thief is copying a batch out; one at a time.
             return Steal::Retry;
         }
         let n = len.div_ceil(2).min(limit) as u64;
-        let top = ends.top();
-        let new = Ends::new(top.wrapping_add(n as u32), ends.bottom(), n);
-        // Acquire on success: as the load above, for the value the CAS
-        // replaced. Relaxed on failure: we give up without reading anything.
+        let new = Head::new(head.pops(), ends.top.wrapping_add(n as u32), n);
+        // Relaxed: the loads in `ends` already acquired everything we read;
+        // success means no pop and no claim happened since, so every index
+        // we claim is below the `bottom` computed there. Relaxed on failure:
+        // we give up without reading anything.
         match self
             .inner
-            .ends
-            .compare_exchange(current, new.0, Ordering::Acquire, Ordering::Relaxed)
+            .head
+            .compare_exchange(head.0, new.0, Ordering::Relaxed, Ordering::Relaxed)
         {
-            Ok(_) => Steal::Success((top, n)),
+            Ok(_) => Steal::Success((ends.top, n)),
             Err(_) => Steal::Retry,
         }
     }
@@ -842,7 +893,7 @@ impl<T> Stealer<T> {
         // Release: our reads of the claimed slots happen before the owner's
         // next write of them (its Acquire load in `push` reads this value or
         // a later one).
-        self.inner.ends.fetch_sub(n, Ordering::Release);
+        self.inner.head.fetch_sub(n, Ordering::Release);
     }
 }
 
