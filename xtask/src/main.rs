@@ -7,12 +7,15 @@ use std::env;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
+mod bench_report;
+
 /// Crates that carry loom models, in layer order.
 const LOOM_CRATES: &[&str] = &[
     "stepsched-deque",
     "stepsched-mpsc",
     "stepsched-process",
     "stepsched-pool",
+    "stepsched-relay",
     "stepsched",
 ];
 
@@ -27,7 +30,7 @@ const TASKS: &[(&str, &str)] = &[
     ),
     (
         "bench [--quick] [bench..]",
-        "criterion benchmarks against peers (reports in target/criterion)",
+        "criterion benchmarks against peers; regenerates the tables of docs/benchmarks.md (--report-only: from the last run); HTML in target/criterion",
     ),
     ("ci", "what CI runs: fmt, clippy, tests, docs, loom, quick stress"),
 ];
@@ -159,22 +162,39 @@ fn crate_dir(krate: &str) -> Result<PathBuf, String> {
 
 fn bench(args: &[String]) -> Result<(), String> {
     let mut quick = false;
+    let mut report_only = false;
     let mut benches = Vec::new();
     for arg in args {
         match arg.as_str() {
             "--quick" => quick = true,
+            "--report-only" => report_only = true,
             name => benches.push(name.to_string()),
         }
     }
-    let mut cmd = cargo();
-    cmd.args(["bench", "-p", "stepsched-benches"]);
-    for b in &benches {
-        cmd.args(["--bench", b]);
+    let mut command = String::from("cargo xtask bench");
+    for a in args.iter().filter(|a| *a != "--report-only") {
+        command.push(' ');
+        command.push_str(a);
     }
-    if quick {
-        cmd.args(["--", "--quick"]);
+    if !report_only {
+        let mut cmd = cargo();
+        cmd.args(["bench", "-p", "stepsched-benches"]);
+        for b in &benches {
+            cmd.args(["--bench", b]);
+        }
+        if quick {
+            cmd.args(["--", "--quick"]);
+        }
+        run(&mut cmd)?;
     }
-    run(&mut cmd)
+    let target = env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"));
+    let results = bench_report::collect(&target.join("criterion"))?;
+    let doc = root().join("docs/benchmarks.md");
+    bench_report::write(&doc, &results, &command)?;
+    println!("wrote {} ({} results)", doc.display(), results.len());
+    Ok(())
 }
 
 fn ci() -> Result<(), String> {

@@ -49,25 +49,30 @@
 //! range, and the thief's CAS on `top` still succeeds because `top` did not
 //! move. One item is then handed to two workers — in Rust a double drop.
 //!
-//! ## One word for both ends
+//! ## One word that every pop changes
 //!
-//! Here `top`, `bottom` and a third field, `in_flight`, live in a single
-//! 64-bit atomic word (see [`Ends`](self)). Every change to either end is a
-//! read-modify-write of that word:
+//! Here the owner's *pop count*, `top` and a third field, `in_flight`, live
+//! in a single 64-bit atomic word (see [`Head`](self)); the owner's *push
+//! count* lives in a second atomic that only the owner writes, and
+//! `bottom = pushes - pops`.
 //!
-//! * `push` writes the slot, then adds one to `bottom` with `fetch_add`
-//!   (wait-free, never retried);
-//! * `pop` decrements `bottom` with a CAS;
-//! * a thief claims `n` items by a CAS that moves `top` to `top + n` *and*
-//!   checks that `bottom` is still the value it computed `n` from.
+//! * `push` writes the slot, then stores `pushes + 1` (Release): a plain
+//!   store, as in the classic deque;
+//! * `pop` increments `pops` in the word with a CAS (Release);
+//! * a thief loads the word (Acquire), then `pushes` (Acquire), computes
+//!   `bottom`, and claims `n` items by a CAS of the word that moves `top` to
+//!   `top + n`.
 //!
-//! Because the thief's CAS compares the whole word, any pop (or push) since
-//! the thief's read makes it fail, and every successful claim lies inside
-//! `[top, bottom)` of the word it replaced — the items a concurrent pop can
-//! take are never inside a claimed batch. The cost is one uncontended RMW in
-//! `push` (the classic deque uses a plain store) while `pop` costs one CAS
-//! where the classic one pays a SeqCst fence; `benches/` measures both
-//! against crossbeam-deque and st3.
+//! Because the thief's CAS compares the pop count too, any pop since the
+//! thief's read makes it fail; pushes since then only mean the thief saw a
+//! smaller `bottom` than the real one. So every successful claim lies inside
+//! `[top, bottom)` as it was when the claim took effect, and the items a
+//! concurrent pop takes are never inside a claimed batch. The cost is that
+//! `pop` is one CAS where the classic pop pays a SeqCst fence (and a CAS
+//! only for the last item); `benches/` measures it against crossbeam-deque
+//! and st3. The Release CAS of `pop` paired with the thief's Acquire load
+//! makes the thief's later `pushes` load see every push before that pop, so
+//! a computed `bottom` is never below `top`.
 //!
 //! ## Claim, then copy
 //!
@@ -87,10 +92,8 @@
 //!   [`DEFAULT_STEAL_LIMIT`] moves (or the limit the caller chose), with no
 //!   allocation unless the thief's own deque must grow.
 //!
-//! Because slots are read only after the claim, ABA on the word is harmless:
-//! if the owner pops into a range and pushes back, restoring the word, the
-//! thief's successful CAS claims the items that are there *now*, and reads
-//! them after claiming.
+//! Because slots are read only after the claim, a thief always copies the
+//! items that are there when its claim takes effect, never a stale read.
 //!
 //! ## Growth and reclamation
 //!
@@ -107,7 +110,7 @@
 //!
 //! ## Limits
 //!
-//! Indices are 28-bit counters that wrap, so the capacity is at most
+//! Indices and counts are 28-bit counters that wrap, so the capacity is at most
 //! 2<sup>27</sup> items; `push` panics beyond it. A batch is at most 255
 //! items.
 //!
