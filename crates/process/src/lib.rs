@@ -1,2 +1,72 @@
-//! stepsched-process
+//! The contract between a step scheduler and the processes it runs, and the
+//! atomic state cell that lets many workers run them safely.
+//!
+//! A *process* is a state machine ([`Process`]). The scheduler calls
+//! [`init`](Process::init) once with the name of one of the process's entry
+//! points, then [`step`](Process::step) again and again with the
+//! [`Event`]s that arrived since the last step (yield completions, messages,
+//! a cancel signal). Each step writes a [`StepOutput`]: a [`Status`]
+//! (continue, idle, yield, done with a result) and the [`Yield`]s — commands
+//! with correlation tags that the scheduler hands to handlers; a handler's
+//! result comes back as a completion event with the same tag. Finally
+//! [`close`](Process::close) releases the process. Errors that a scheduler
+//! reports are an [`Error`].
+//!
+//! A scheduler keeps one [`StateCell`] per process: its lifecycle (Ready,
+//! Running, Blocked, Idle, Complete) and a wakeup flag in one atomic word,
+//! changed by CAS transitions that tell the caller what to do next. It is
+//! what guarantees that a process is run by at most one worker at a time,
+//! is in at most one run queue, and never misses an event. The
+//! [`state`] module documents the protocol the scheduler follows.
+//!
+//! ```
+//! use stepsched_process::{Park, Start, StateCell, Wake};
+//!
+//! let cell = StateCell::new();            // submitted: Ready, queued
+//! assert_eq!(cell.try_start(), Start::Started);
+//! assert_eq!(cell.park_idle(), Park::Parked);   // step returned Idle
+//! assert_eq!(cell.wake(), Wake::Queue);         // a message: the sender queues it
+//! ```
+//!
+//! # Value types
+//!
+//! [`Process`] names its value types as associated types: `Input` (to
+//! `init`), `Payload` (event data), `Command` (in yields) and `Output` (the
+//! result). [`Event<T>`] and [`StepOutput<C, R>`] are generic over them and
+//! store them inline, so a runtime passes its own value type through the
+//! scheduler without boxing each event — a Lua or WASM host uses its `Value`
+//! for all four, an actor framework its own message, command and result
+//! types. Associated types (rather than trait parameters) keep a scheduler
+//! generic over the process type alone; the trait stays dyn-compatible for
+//! schedulers that mix process types behind one `Box<dyn Process<..>>`.
+//!
+//! # Allocation
+//!
+//! [`Yields`] stores the first [`INLINE_YIELDS`] (two) yields inline and
+//! the rest in a `Vec` that [`StepOutput::reset`] keeps, and a step's
+//! [`Events`] drain a buffer the scheduler reuses: stepping allocates
+//! nothing in steady state.
+//!
+//! # Feature flags and cfgs
+//!
+//! None. Under `--cfg stepsched_loom` the atomics come from loom, for the
+//! model-checking tests of the state cell.
 #![cfg_attr(not(test), warn(missing_docs))]
+
+mod error;
+mod event;
+mod output;
+mod primitive;
+mod process;
+pub mod state;
+
+pub use error::{BoxError, Error};
+pub use event::{Event, EventKind, Events, Tag};
+pub use output::{INLINE_YIELDS, Status, StepOutput, Yield, Yields, YieldsDrain, YieldsIter};
+pub use process::{CancelToken, Context, Process};
+pub use state::{Finish, ForceComplete, Park, Phase, Start, State, StateCell, Wake};
+
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
