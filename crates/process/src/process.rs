@@ -12,7 +12,10 @@ use crate::{Error, Events, StepOutput};
 /// [`step`](Self::step) until the process reports [`Status::Done`] or
 /// fails, then [`close`](Self::close) exactly once — also after a failed
 /// `init`, a failed or panicking `step`, or a forced termination. No two of
-/// these calls ever run at the same time.
+/// these calls ever run at the same time, but successive calls may run on
+/// different worker threads: a work-stealing scheduler requires the process
+/// (and its value types) to be `Send`. The trait itself does not, so a
+/// single-threaded host can run `!Send` processes.
 ///
 /// # Value types
 ///

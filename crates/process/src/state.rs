@@ -59,11 +59,12 @@
 //! `try_start`, which only one worker can win, so at most one worker runs it.
 //!
 //! *Every wake is an RMW on the word.* A producer pushes its event *before*
-//! calling `wake`, and `wake` always ends in a successful CAS, even when the
-//! state stays the same (Ready, or Running with the flag already set). All
-//! writes to the word are AcqRel read-modify-writes, so the word's
-//! modification order totally orders the wakes and the worker's transitions,
-//! and each later transition *happens after* each earlier one. Then for the
+//! calling `wake`, and `wake` on an unfinished process always ends in a
+//! successful CAS, even when the state stays the same (Ready, or Running
+//! with the flag already set). All writes to the word are AcqRel
+//! read-modify-writes, so the word's modification order totally orders the
+//! wakes and the worker's transitions, and each later transition *happens
+//! after* each earlier one. Then for the
 //! state the waker's CAS saw:
 //!
 //! * Blocked or Idle — the waker won and queues the process; the next run's
@@ -79,9 +80,9 @@
 //! * Complete — the process takes no more events.
 //!
 //! *No stale flag.* `try_start` starts with the flag clear: the drain that
-//!  follows every successful `try_start` already sees every event whose wake
-//!  came before it, so a flag from before the start would only re-step the
-//!  process with an empty batch.
+//! follows every successful `try_start` already sees every event whose wake
+//! came before it, so a flag from before the start would only re-step the
+//! process with an empty batch.
 //!
 //! # The protocol a scheduler follows
 //!
@@ -119,7 +120,8 @@
 //! process is Running. It costs one look at the queue, and it cannot
 //! duplicate: the worker goes through `wake` like any producer, so when a
 //! concurrent producer also wakes, exactly one of them sees Blocked/Idle and
-//! wins `Queue`; the other sees Ready (or a later state) and does nothing.
+//! wins `Queue`; the other sees Ready and does nothing (or, if a worker has
+//! already started the process, sets the flag: one extra run, no loss).
 //!
 //! A worker that drained an *empty* batch after a wake (the event it was
 //! woken for was already taken by an earlier run) may park again instead of
@@ -679,9 +681,9 @@ impl StateCell {
     /// Blocked/Idle → Ready, and exactly one of any number of concurrent
     /// wakers gets [`Wake::Queue`]. While Running it sets the wakeup flag
     /// instead (*notify while running*) and the owner re-queues the process
-    /// when it leaves Running. Every call writes the word, even when nothing
-    /// changes, so that it is ordered against the owner's transitions (see
-    /// the [module documentation](self)).
+    /// when it leaves Running. Every call on an unfinished process writes the
+    /// word, even when nothing changes, so that it is ordered against the
+    /// owner's transitions (see the [module documentation](self)).
     ///
     /// ```
     /// use stepsched_process::{StateCell, Wake};

@@ -14,10 +14,24 @@
 //! * **lost** — an event was never stepped (the run the process is queued
 //!   for is simulated at the end), or was stepped twice.
 //!
+//! The models: (1) completions racing `finish_dispatch`; (2) two wakers of
+//! an Idle process; (3) a message arriving between "step returned Idle" and
+//! `park_idle`, with and without an event the owner pushed itself; (4) a
+//! message racing the `try_start` of a Ready process; (5) `force_complete`
+//! racing the worker's park or complete (the predicates there are about
+//! `close`: never closed is stranded, closed twice is duplicated).
+//!
 //! Each model also runs against a control variant that breaks the protocol
 //! on purpose (a load-then-store where a CAS belongs, a CAS whose failure is
-//! taken as success, a skipped or blind re-check); the control test expects
-//! the model to panic with the matching predicate.
+//! taken as success, a wake that skips its write, a skipped or blind
+//! re-check); the control test expects the model to panic with the matching
+//! predicate. The load-then-store controls of models 1 and 3 run without the
+//! re-check after `Parked`: with it, the broken park is rescued (its blind
+//! write is modelled as a `swap`, see below, which reads the flagged value and
+//! so synchronizes with the waker; the re-check then finds the event), and
+//! the re-check would hide which transition is at fault. Models 1 and 3 also pass without the re-check,
+//! which shows that the wakeup flag alone protects events whose producers
+//! call `wake`.
 //!
 //! The event queue is modelled as one flag per event id: the producer sets
 //! it with a Release RMW, `has_events` reads with Acquire loads, the drain
