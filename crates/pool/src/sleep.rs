@@ -1,0 +1,341 @@
+//! The sleep protocol: how idle workers park, how producers wake them, and
+//! how a draining pool decides it is finished.
+//!
+//! `crates/pool/SLEEP.md` is the full write-up with the proof sketch; this is
+//! the summary the code follows. The protocol is the "searching worker" rule
+//! of Go's scheduler and tokio's `idle.rs`, with the sleep/recheck handshake
+//! rayon's `sleep/README.md` describes.
+//!
+//! # State
+//!
+//! One atomic word holds two counts: `searching` (workers looking for work
+//! in other workers' queues, including the ones spinning between searches)
+//! and `sleeping` (workers registered in the sleeper list). The sleeper list,
+//! the per-worker "notified" tokens and the `draining`/`terminated` flags sit
+//! behind one mutex; every change of `sleeping` happens under it.
+//!
+//! # Worker side
+//!
+//! * Starting to steal: `searching += 1` ([`Sleep::start_searching`]).
+//! * Finding work while searching: `searching -= 1`; the *last* searcher to
+//!   stop (count 1 → 0) issues a SeqCst fence, re-checks every queue and, if
+//!   any holds work, notifies one sleeper ([`Sleep::stop_searching`], then
+//!   the caller's `notify_if_work`). Producers skip wake-ups while someone
+//!   searches, so this is what keeps the work they left from waiting.
+//! * Parking ([`Sleep::park`]), all under the mutex: register in the list,
+//!   `sleeping += 1` (and `searching -= 1` if searching) in one RMW, SeqCst
+//!   fence, re-check **every** source (own deque, own inbox, global queue,
+//!   every other deque and inbox). Work found: unregister and go back to
+//!   searching. Otherwise wait on the worker's own condition variable until
+//!   its token is set.
+//!
+//! # Producer side
+//!
+//! Push the item, SeqCst fence, load the word ([`Sleep::notify_one`]). If
+//! someone is searching, or nobody sleeps, do nothing. Otherwise take the
+//! mutex, re-check `searching`, pop one sleeper (the preferred one if it is
+//! asleep), move it from `sleeping` to `searching` and set its token. The
+//! woken worker counts as a searcher from that moment, so the next producer
+//! does not wake a second worker for work the first is about to find: no
+//! thundering herd.
+//!
+//! # Why no wake-up is lost
+//!
+//! A producer and a parking worker form a Dekker pair: the producer writes
+//! the queue then reads the word; the worker writes the word then reads the
+//! queue; a SeqCst fence sits between the write and the read on both sides.
+//! The fences are totally ordered. If the producer's comes first, the
+//! worker's re-check sees the item (C++ `[atomics.order]`, fence–fence rule)
+//! and the worker does not park. If the worker's comes first, the producer
+//! sees `sleeping ≥ 1` and wakes someone — unless it sees `searching > 0`,
+//! in which case that searcher is responsible: it either parks (and re-checks
+//! as above) or finds work, and if it is the last searcher it re-checks with
+//! the same fence pairing and wakes a sleeper for what is left. By induction
+//! on the searchers, some worker always ends up looking at the item.
+//!
+//! # Draining
+//!
+//! [`Sleep::begin_draining`] marks the pool as finishing. From then on the
+//! worker that registers as the last sleeper (all `workers` registered) and
+//! whose re-check under the mutex finds every source empty sets
+//! `terminated` and wakes everyone to exit. The check is exact: while a
+//! worker is registered it holds no item and pushes nothing, so with all of
+//! them registered (and outside submissions already refused) nothing can
+//! appear, and the mutex orders every earlier push before the check.
+
+use crossbeam_utils::CachePadded;
+
+use crate::primitive::sync::atomic::{AtomicUsize, Ordering, fence};
+use crate::primitive::sync::{Condvar, Mutex, MutexGuard};
+
+/// Bit position of the `sleeping` count in the state word.
+const SLEEPING_SHIFT: u32 = usize::BITS / 2;
+/// One searching worker.
+const SEARCHING_ONE: usize = 1;
+/// One sleeping worker.
+const SLEEPING_ONE: usize = 1 << SLEEPING_SHIFT;
+/// The `searching` field.
+const SEARCHING_MASK: usize = SLEEPING_ONE - 1;
+/// Moves one worker from `sleeping` to `searching` (wrapping add).
+const SLEEPING_TO_SEARCHING: usize = SEARCHING_ONE.wrapping_sub(SLEEPING_ONE);
+/// Moves one worker from `searching` to `sleeping` (wrapping add).
+const SEARCHING_TO_SLEEPING: usize = SLEEPING_ONE.wrapping_sub(SEARCHING_ONE);
+
+/// A snapshot of the state word.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct State(usize);
+
+impl State {
+    fn searching(self) -> usize {
+        self.0 & SEARCHING_MASK
+    }
+
+    fn sleeping(self) -> usize {
+        self.0 >> SLEEPING_SHIFT
+    }
+}
+
+impl std::fmt::Debug for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("State")
+            .field("searching", &self.searching())
+            .field("sleeping", &self.sleeping())
+            .finish()
+    }
+}
+
+/// Everything behind the sleep mutex.
+#[derive(Debug)]
+struct Sleepers {
+    /// Registered sleepers, most recent last (woken LIFO: the most recently
+    /// parked worker has the warmest cache).
+    idle: Vec<usize>,
+    /// Per worker: a wake-up was sent and not yet consumed.
+    notified: Vec<bool>,
+    /// Shutdown has begun: the last worker to find nothing ends the pool.
+    draining: bool,
+    /// The pool is over: every worker exits.
+    terminated: bool,
+}
+
+/// How a call to [`Sleep::park`] ended.
+#[must_use]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Parked {
+    /// The re-check found work; the worker never blocked. It is searching.
+    Work,
+    /// The worker blocked and was woken. It is searching.
+    Woken,
+    /// The pool terminated: the worker must exit.
+    Exit,
+}
+
+/// The sleep state of a pool of `workers` workers.
+#[derive(Debug)]
+pub(crate) struct Sleep {
+    state: CachePadded<AtomicUsize>,
+    sleepers: Mutex<Sleepers>,
+    /// One condition variable per worker, so a wake-up targets one thread.
+    wakers: Box<[Condvar]>,
+    workers: usize,
+}
+
+impl Sleep {
+    pub(crate) fn new(workers: usize) -> Self {
+        assert!(
+            workers > 0 && workers < SEARCHING_MASK,
+            "worker count out of range"
+        );
+        Sleep {
+            state: CachePadded::new(AtomicUsize::new(0)),
+            sleepers: Mutex::new(Sleepers {
+                idle: Vec::with_capacity(workers),
+                notified: vec![false; workers],
+                draining: false,
+                terminated: false,
+            }),
+            wakers: (0..workers).map(|_| Condvar::new()).collect(),
+            workers,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Sleepers> {
+        // A poisoned lock can only come from a panic inside this module's
+        // own critical sections, which contain no user code; keep going.
+        self.sleepers.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn load(&self) -> State {
+        // SeqCst: read after the caller's SeqCst fence; the fence carries
+        // the argument, SeqCst keeps the load itself in the total order too.
+        State(self.state.load(Ordering::SeqCst))
+    }
+
+    /// Counts the calling worker as searching.
+    #[inline]
+    pub(crate) fn start_searching(&self) {
+        // SeqCst: producers read this count after their fence to decide to
+        // skip a wake-up; see the module docs.
+        self.state.fetch_add(SEARCHING_ONE, Ordering::SeqCst);
+    }
+
+    /// Stops counting the calling worker as searching (it found work).
+    /// Returns `true` if it was the last searcher: the caller must then
+    /// re-check the queues and notify if any holds work.
+    #[inline]
+    pub(crate) fn stop_searching(&self) -> bool {
+        // SeqCst: this write is the searcher's half of the last-searcher
+        // handshake; the caller's fence follows it.
+        let prev = State(self.state.fetch_sub(SEARCHING_ONE, Ordering::SeqCst));
+        debug_assert!(prev.searching() > 0, "searching count underflow: {prev:?}");
+        prev.searching() == 1
+    }
+
+    /// The producer side: call after making work visible. Wakes one sleeper
+    /// unless a worker is searching or nobody sleeps. `prefer` names a
+    /// worker to wake if it is asleep (the owner of an inbox).
+    #[inline]
+    pub(crate) fn notify_one(&self, prefer: Option<usize>) {
+        // SeqCst fence: orders the caller's push before the load below,
+        // pairing with the fence in `park` (and in the last searcher's
+        // re-check). See the module docs.
+        fence(Ordering::SeqCst);
+        let state = self.load();
+        if state.searching() > 0 || state.sleeping() == 0 {
+            return;
+        }
+        self.wake_one_cold(prefer);
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn wake_one_cold(&self, prefer: Option<usize>) {
+        let mut sleepers = self.lock();
+        // Re-checked under the lock: a worker woken by a concurrent
+        // producer already counts as searching, and will find our item too.
+        if self.load().searching() > 0 {
+            return;
+        }
+        let position = prefer
+            .and_then(|p| sleepers.idle.iter().position(|&i| i == p))
+            .or_else(|| sleepers.idle.len().checked_sub(1));
+        let Some(position) = position else {
+            return;
+        };
+        let index = sleepers.idle.swap_remove(position);
+        // SeqCst: keeps the count in the total order the producers' and
+        // searchers' fences argue over.
+        self.state
+            .fetch_add(SLEEPING_TO_SEARCHING, Ordering::SeqCst);
+        sleepers.notified[index] = true;
+        self.wakers[index].notify_one();
+    }
+
+    /// Parks worker `index` unless `has_work` finds something after it has
+    /// announced itself (see the module docs). `searching` says whether the
+    /// worker currently counts as searching. `on_block` runs just before the
+    /// worker blocks (for statistics).
+    ///
+    /// Whatever the outcome other than [`Parked::Exit`], the worker counts
+    /// as searching afterwards.
+    pub(crate) fn park(
+        &self,
+        index: usize,
+        searching: bool,
+        has_work: impl Fn() -> bool,
+        on_block: impl FnOnce(),
+    ) -> Parked {
+        let mut sleepers = self.lock();
+        if sleepers.terminated {
+            if searching {
+                // SeqCst: as everywhere on this word (the pool is over; this
+                // only keeps the count exact).
+                self.state.fetch_sub(SEARCHING_ONE, Ordering::SeqCst);
+            }
+            return Parked::Exit;
+        }
+        sleepers.idle.push(index);
+        let delta = if searching {
+            SEARCHING_TO_SLEEPING
+        } else {
+            SLEEPING_ONE
+        };
+        // SeqCst: the sleeper's write of the Dekker pair; see the module docs.
+        let prev = State(self.state.fetch_add(delta, Ordering::SeqCst));
+        // SeqCst fence: orders the announcement above before the re-check
+        // below, pairing with the producer's fence in `notify_one`.
+        fence(Ordering::SeqCst);
+        if has_work() {
+            let me = sleepers.idle.pop();
+            debug_assert_eq!(me, Some(index), "the sleeper list changed under its lock");
+            // SeqCst: as above.
+            self.state
+                .fetch_add(SLEEPING_TO_SEARCHING, Ordering::SeqCst);
+            return Parked::Work;
+        }
+        if sleepers.draining && prev.sleeping() + 1 == self.workers {
+            // Every worker is registered and nothing is queued: done.
+            self.terminate_locked(&mut sleepers);
+            return Parked::Exit;
+        }
+        on_block();
+        while !sleepers.notified[index] {
+            sleepers = self.wakers[index]
+                .wait(sleepers)
+                .unwrap_or_else(|e| e.into_inner());
+        }
+        sleepers.notified[index] = false;
+        if sleepers.terminated {
+            Parked::Exit
+        } else {
+            Parked::Woken
+        }
+    }
+
+    /// Starts draining: from now on the last worker to find nothing ends
+    /// the pool. If every worker is already asleep and `has_work` finds
+    /// nothing, ends it at once.
+    pub(crate) fn begin_draining(&self, has_work: impl Fn() -> bool) {
+        let mut sleepers = self.lock();
+        sleepers.draining = true;
+        if sleepers.idle.len() == self.workers && !has_work() {
+            self.terminate_locked(&mut sleepers);
+        }
+    }
+
+    /// Ends the pool now: every sleeper is woken to exit and no worker
+    /// parks again.
+    pub(crate) fn terminate(&self) {
+        let mut sleepers = self.lock();
+        self.terminate_locked(&mut sleepers);
+    }
+
+    fn terminate_locked(&self, sleepers: &mut Sleepers) {
+        sleepers.terminated = true;
+        while let Some(index) = sleepers.idle.pop() {
+            // SeqCst: as everywhere on this word (kept exact for `parked`).
+            self.state.fetch_sub(SLEEPING_ONE, Ordering::SeqCst);
+            sleepers.notified[index] = true;
+            self.wakers[index].notify_one();
+        }
+    }
+
+    /// Whether the pool has terminated.
+    #[cfg(test)]
+    pub(crate) fn is_terminated(&self) -> bool {
+        self.lock().terminated
+    }
+
+    /// Workers currently registered as sleepers. Read under the mutex, so
+    /// each of them is blocked on its condition variable (a worker holds
+    /// the mutex from registering until it waits).
+    pub(crate) fn sleeping(&self) -> usize {
+        self.lock().idle.len()
+    }
+
+    /// Workers currently counted as searching.
+    #[cfg(test)]
+    pub(crate) fn searching(&self) -> usize {
+        self.load().searching()
+    }
+}

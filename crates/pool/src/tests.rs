@@ -1,0 +1,91 @@
+//! Unit tests of the crate-private pieces: the backoff ladder and the sleep
+//! state machine driven by hand on one thread.
+
+use crate::sleep::{Parked, Sleep};
+use crate::worker::{Backoff, backoff};
+
+#[test]
+fn backoff_follows_the_seed() {
+    for failed in 1..4 {
+        assert_eq!(backoff(failed), Backoff::Spin, "failed = {failed}");
+    }
+    for failed in 4..16 {
+        assert_eq!(backoff(failed), Backoff::Yield, "failed = {failed}");
+    }
+    for failed in [16, 17, 1000] {
+        assert_eq!(backoff(failed), Backoff::Park, "failed = {failed}");
+    }
+}
+
+#[test]
+fn park_with_work_pending_does_not_block() {
+    let sleep = Sleep::new(2);
+    sleep.start_searching();
+    let mut blocked = false;
+    let outcome = sleep.park(0, true, || true, || blocked = true);
+    assert_eq!(outcome, Parked::Work);
+    assert!(!blocked);
+    // Back to searching, nobody registered asleep.
+    assert_eq!(sleep.searching(), 1);
+    assert_eq!(sleep.sleeping(), 0);
+    assert!(sleep.stop_searching(), "the only searcher is the last one");
+}
+
+#[test]
+fn last_sleeper_terminates_a_draining_pool() {
+    let sleep = Sleep::new(1);
+    sleep.begin_draining(|| true); // work queued: not over yet
+    assert!(!sleep.is_terminated());
+    let outcome = sleep.park(0, false, || false, || panic!("must not block"));
+    assert_eq!(outcome, Parked::Exit);
+    assert!(sleep.is_terminated());
+}
+
+#[test]
+fn begin_draining_ends_an_idle_pool_at_once() {
+    let sleep = std::sync::Arc::new(Sleep::new(1));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let s = sleep.clone();
+    let t = std::thread::spawn(move || s.park(0, false, || false, || tx.send(()).unwrap()));
+    rx.recv().unwrap(); // about to block (it holds the lock until it waits)
+    sleep.begin_draining(|| false);
+    assert_eq!(t.join().unwrap(), Parked::Exit);
+}
+
+#[test]
+fn notify_skips_when_someone_searches() {
+    let sleep = std::sync::Arc::new(Sleep::new(2));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let s = sleep.clone();
+    let t = std::thread::spawn(move || s.park(1, false, || false, || tx.send(()).unwrap()));
+    rx.recv().unwrap();
+    assert_eq!(sleep.sleeping(), 1);
+    sleep.start_searching();
+    sleep.notify_one(None); // worker 0 searches: no wake-up
+    assert_eq!(sleep.sleeping(), 1);
+    assert!(sleep.stop_searching());
+    sleep.notify_one(None); // nobody searches: worker 1 is woken
+    assert_eq!(t.join().unwrap(), Parked::Woken);
+    assert_eq!(sleep.sleeping(), 0);
+    assert_eq!(sleep.searching(), 1, "the woken worker counts as searching");
+}
+
+#[test]
+fn notify_prefers_the_named_sleeper() {
+    let sleep = std::sync::Arc::new(Sleep::new(3));
+    let mut threads = Vec::new();
+    for i in [1, 2] {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let s = sleep.clone();
+        threads.push(std::thread::spawn(move || {
+            s.park(i, false, || false, || tx.send(()).unwrap())
+        }));
+        rx.recv().unwrap();
+    }
+    sleep.notify_one(Some(1));
+    // Worker 1 woke (worker 2, parked last, would be the LIFO default).
+    assert_eq!(threads.remove(0).join().unwrap(), Parked::Woken);
+    assert_eq!(sleep.sleeping(), 1);
+    sleep.terminate();
+    assert_eq!(threads.remove(0).join().unwrap(), Parked::Exit);
+}

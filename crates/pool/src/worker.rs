@@ -1,0 +1,568 @@
+//! The worker: its context (what running code sees) and its loop.
+//!
+//! # Finding work
+//!
+//! Each call of [`Worker::find`] looks, in order, at:
+//!
+//! 1. the worker's own deque (LIFO pop);
+//! 2. its own affinity inbox;
+//! 3. the global queue: one item to run plus up to [`GLOBAL_BATCH`] more
+//!    moved into the deque;
+//! 4. the other workers, from a random start (fastrand; a fixed start under
+//!    loom): `steal_half_into` each deque, then one item from each inbox.
+//!
+//! Every [`FAIRNESS_INTERVAL`]th call checks the inbox and the global queue
+//! before the deque, so work from outside cannot starve behind a deque that
+//! keeps refilling itself (tokio's global-queue tick, same interval).
+//!
+//! A worker counts as *searching* (see [`crate::sleep`]) from the moment it
+//! reaches step 4 until it finds work or parks. Failed searches back off
+//! as the seed prescribes ([`backoff`]): spin, then yield the thread, then
+//! park on the condition variable.
+//!
+//! # Work conservation
+//!
+//! Every push from running code onto the worker's deque, and every batch
+//! moved into it from the global queue, is announced like a submission: if
+//! nobody is searching and a worker sleeps, one is woken to steal. An item
+//! in a deque therefore never waits behind an owner stuck in a long item
+//! while another worker sleeps. (Announcing only from the second waiting
+//! item on, as first planned, loses this: loom found a thief taking the
+//! first of two pushed items, leaving the second alone and unannounced. A
+//! global batch must be announced even for one item, because its producer
+//! may have skipped its wake-up for a searcher that no longer sees it in
+//! the global queue.) Steal batches are covered by the last-searcher rule. Inboxes are
+//! MPMC queues that every searcher also pops, so an inbox is drained even
+//! while its owner is stuck in a long item.
+
+use std::cell::Cell;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use stepsched_deque::{Steal, Worker as Deque};
+
+use crate::SubmitError;
+use crate::primitive::hint::spin_loop;
+use crate::primitive::sync::Arc;
+use crate::primitive::sync::atomic::Ordering;
+use crate::primitive::thread;
+use crate::primitive::thread_local;
+use crate::shared::Shared;
+use crate::sleep::Parked;
+use crate::stats::Counters;
+
+/// Every this many items a worker polls its inbox and the global queue
+/// before its own deque (tokio uses the same prime).
+pub(crate) const FAIRNESS_INTERVAL: u32 = 61;
+
+/// Items moved from the global queue into the deque besides the one run.
+pub(crate) const GLOBAL_BATCH: usize = 16;
+
+/// Failed searches below this count spin; at or above it, yield.
+#[cfg(not(stepsched_loom))]
+pub(crate) const SPIN_LIMIT: u32 = 4;
+/// Failed searches at or above this count park.
+#[cfg(not(stepsched_loom))]
+pub(crate) const PARK_LIMIT: u32 = 16;
+
+// Under loom the backoff is one yield then park: the ladder's length does not
+// change the protocol, only the state space.
+#[cfg(stepsched_loom)]
+pub(crate) const SPIN_LIMIT: u32 = 1;
+#[cfg(stepsched_loom)]
+pub(crate) const PARK_LIMIT: u32 = 2;
+
+/// What a worker does after its `failed`th failed search in a row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Backoff {
+    /// Busy-wait briefly (`spin_loop` hints) and search again.
+    Spin,
+    /// Give the core away (`thread::yield_now`) and search again.
+    Yield,
+    /// Park on the condition variable.
+    Park,
+}
+
+/// The seed's adaptive spinning: fewer than 4 failed searches spin, 4 to 15
+/// yield, 16 or more park.
+#[inline]
+pub(crate) fn backoff(failed: u32) -> Backoff {
+    if failed < SPIN_LIMIT {
+        Backoff::Spin
+    } else if failed < PARK_LIMIT {
+        Backoff::Yield
+    } else {
+        Backoff::Park
+    }
+}
+
+#[cfg(not(stepsched_loom))]
+thread_local! {
+    /// On a worker thread: the address of its pool's shared state and of its
+    /// context, while the worker loop runs. `(0, null)` elsewhere.
+    static CURRENT: Cell<(usize, *const ())> = const { Cell::new((0, std::ptr::null())) };
+}
+
+// loom's `thread_local!` takes no `const` initializer.
+#[cfg(stepsched_loom)]
+thread_local! {
+    static CURRENT: Cell<(usize, *const ())> = Cell::new((0, std::ptr::null()));
+}
+
+/// The running worker's view of the pool, handed to every run of an item.
+///
+/// Through it the running code can queue follow-up work on this worker's
+/// own deque ([`push`](Self::push)), send work to a given worker's inbox
+/// ([`submit_to`](Self::submit_to)) or to the global queue
+/// ([`inject`](Self::inject)), and learn which worker it runs on. Work queued
+/// through the context is accepted even while the pool shuts down
+/// gracefully: it is part of what the pool drains.
+///
+/// The type is neither `Send` nor `Sync`: it only exists on its worker's
+/// thread.
+///
+/// ```
+/// use stepsched_pool::Pool;
+/// use std::sync::mpsc;
+///
+/// // Each item `n > 0` queues `n - 1` on the same worker.
+/// let (tx, rx) = mpsc::channel();
+/// let pool = Pool::builder()
+///     .workers(2)
+///     .build(move |n: u32, ctx| {
+///         assert!(ctx.index() < ctx.workers());
+///         tx.send(n).unwrap();
+///         if n > 0 {
+///             ctx.push(n - 1);
+///         }
+///     })
+///     .unwrap();
+/// pool.submit(3).unwrap();
+/// pool.shutdown();
+/// let mut seen: Vec<u32> = rx.try_iter().collect();
+/// seen.sort();
+/// assert_eq!(seen, [0, 1, 2, 3]);
+/// ```
+pub struct WorkerContext<T: Send + 'static> {
+    index: usize,
+    deque: Deque<T>,
+    shared: Arc<Shared<T>>,
+}
+
+impl<T: Send + 'static> std::fmt::Debug for WorkerContext<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerContext")
+            .field("index", &self.index)
+            .field("queued", &self.deque.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: Send + 'static> WorkerContext<T> {
+    /// The index of this worker, in `0..workers()`.
+    ///
+    /// ```
+    /// use stepsched_pool::Pool;
+    /// use std::sync::mpsc;
+    ///
+    /// let (tx, rx) = mpsc::channel();
+    /// let pool = Pool::builder()
+    ///     .workers(1)
+    ///     .build(move |(): (), ctx| tx.send(ctx.index()).unwrap())
+    ///     .unwrap();
+    /// pool.submit(()).unwrap();
+    /// assert_eq!(rx.recv().unwrap(), 0);
+    /// ```
+    #[inline]
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// The number of workers in the pool.
+    ///
+    /// ```
+    /// use stepsched_pool::Pool;
+    /// use std::sync::mpsc;
+    ///
+    /// let (tx, rx) = mpsc::channel();
+    /// let pool = Pool::builder()
+    ///     .workers(3)
+    ///     .build(move |(): (), ctx| tx.send(ctx.workers()).unwrap())
+    ///     .unwrap();
+    /// pool.submit(()).unwrap();
+    /// assert_eq!(rx.recv().unwrap(), 3);
+    /// ```
+    #[inline]
+    pub fn workers(&self) -> usize {
+        self.shared.workers()
+    }
+
+    /// Queues `item` on this worker's own deque (LIFO: it is the next item
+    /// this worker runs unless another worker steals it first).
+    ///
+    /// If a worker sleeps and none is searching, one is woken to steal, so
+    /// the item runs even if this worker then blocks for a long time.
+    ///
+    /// ```
+    /// use stepsched_pool::Pool;
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    ///
+    /// // A binary tree of depth 4: 31 nodes.
+    /// let nodes = Arc::new(AtomicUsize::new(0));
+    /// let counter = nodes.clone();
+    /// let pool = Pool::new(move |depth: u32, ctx| {
+    ///     counter.fetch_add(1, Ordering::Relaxed);
+    ///     if depth < 4 {
+    ///         ctx.push(depth + 1);
+    ///         ctx.push(depth + 1);
+    ///     }
+    /// });
+    /// pool.submit(0).unwrap();
+    /// pool.shutdown();
+    /// assert_eq!(nodes.load(Ordering::Relaxed), 31);
+    /// ```
+    #[inline]
+    pub fn push(&self, item: T) {
+        self.deque.push(item);
+        // Every push announces itself (a SeqCst fence and one load of the
+        // sleep word; a wake-up only if nobody searches and someone
+        // sleeps). Announcing only once the deque holds two items is not
+        // enough: loom found a thief taking the first of two pushed items,
+        // after which the second lands in a one-item deque, unannounced,
+        // behind an owner that then blocks.
+        self.shared.sleep.notify_one(None);
+    }
+
+    /// Queues `item` on worker `worker`'s inbox (affinity). The owner takes
+    /// it when its deque is empty or at its next fairness tick; an idle
+    /// worker may take it first.
+    ///
+    /// # Errors
+    ///
+    /// [`SubmitError::NoSuchWorker`] (with the item) if `worker` is out of
+    /// range.
+    ///
+    /// ```
+    /// use stepsched_pool::Pool;
+    /// use std::sync::mpsc;
+    ///
+    /// let (tx, rx) = mpsc::channel();
+    /// let pool = Pool::builder()
+    ///     .workers(2)
+    ///     .build(move |hops: u32, ctx| {
+    ///         if hops == 0 {
+    ///             tx.send("done").unwrap();
+    ///         } else {
+    ///             let next = (ctx.index() + 1) % ctx.workers();
+    ///             ctx.submit_to(next, hops - 1).unwrap();
+    ///         }
+    ///     })
+    ///     .unwrap();
+    /// pool.submit(10).unwrap();
+    /// assert_eq!(rx.recv().unwrap(), "done");
+    /// ```
+    #[inline]
+    pub fn submit_to(&self, worker: usize, item: T) -> Result<(), SubmitError<T>> {
+        if worker >= self.workers() {
+            return Err(SubmitError::NoSuchWorker(item));
+        }
+        self.shared.push_inbox(worker, item);
+        Ok(())
+    }
+
+    /// Queues `item` on the global queue, from which any worker takes it in
+    /// FIFO order.
+    ///
+    /// ```
+    /// use stepsched_pool::Pool;
+    /// use std::sync::mpsc;
+    ///
+    /// let (tx, rx) = mpsc::channel();
+    /// let pool = Pool::new(move |n: u32, ctx| {
+    ///     if n == 0 {
+    ///         ctx.inject(1);
+    ///     } else {
+    ///         tx.send(n).unwrap();
+    ///     }
+    /// });
+    /// pool.submit(0).unwrap();
+    /// assert_eq!(rx.recv().unwrap(), 1);
+    /// ```
+    #[inline]
+    pub fn inject(&self, item: T) {
+        self.shared.push_global(item);
+    }
+}
+
+/// Runs `f` with this thread's worker context if the thread is a worker of
+/// the pool whose shared state is `shared`.
+#[inline]
+pub(crate) fn with_current<T: Send + 'static, R>(
+    shared: &Arc<Shared<T>>,
+    f: impl FnOnce(Option<&WorkerContext<T>>) -> R,
+) -> R {
+    let (pool, ctx) = CURRENT.with(|c| c.get());
+    if pool == pool_id(shared) {
+        // SAFETY: `CURRENT` holds this pool's id only on one of its worker
+        // threads while `Worker::main_loop` runs, and then `ctx` points at
+        // that loop's context, which stays in place and alive until the
+        // loop clears `CURRENT` (also on unwind). We are on that thread, so
+        // the loop is below us on the stack and outlives this call. The
+        // matching id means the context has this pool's `T`. The context is
+        // only ever used through shared references.
+        let ctx = unsafe { &*ctx.cast::<WorkerContext<T>>() };
+        f(Some(ctx))
+    } else {
+        f(None)
+    }
+}
+
+/// The identity of a pool: the address of its shared state, unique while
+/// the pool (and so any of its workers) is alive.
+#[inline]
+pub(crate) fn pool_id<T>(shared: &Arc<Shared<T>>) -> usize {
+    let shared: &Shared<T> = shared;
+    std::ptr::from_ref(shared) as usize
+}
+
+/// The result of one search.
+enum Found<T> {
+    Item(T),
+    /// Nothing found, but a steal lost a race: search again at once.
+    Retry,
+    Empty,
+}
+
+/// The worker loop's private state (the context is kept apart and only
+/// ever borrowed shared, because `CURRENT` points at it).
+struct Search {
+    rng: fastrand::Rng,
+    /// Calls of `find` since the last fairness check.
+    tick: u32,
+    /// Whether this worker counts as searching in the sleep state.
+    searching: bool,
+    /// Failed searches in a row.
+    failed: u32,
+}
+
+/// Clears `CURRENT` when the worker loop ends, also on unwind.
+struct ClearCurrent;
+
+impl Drop for ClearCurrent {
+    fn drop(&mut self) {
+        CURRENT.with(|c| c.set((0, std::ptr::null())));
+    }
+}
+
+impl<T: Send + 'static> WorkerContext<T> {
+    pub(crate) fn new(index: usize, deque: Deque<T>, shared: Arc<Shared<T>>) -> Self {
+        WorkerContext {
+            index,
+            deque,
+            shared,
+        }
+    }
+
+    #[inline]
+    fn counters(&self) -> &Counters {
+        &self.shared.counters[self.index]
+    }
+
+    /// Runs one item, catching a panic.
+    #[inline]
+    fn run(&self, item: T) {
+        let result = catch_unwind(AssertUnwindSafe(|| self.shared.runner.run(item, self)));
+        let counters = self.counters();
+        counters.items_run.inc();
+        if let Err(payload) = result {
+            counters.panics.inc();
+            drop(payload);
+        }
+    }
+}
+
+/// The worker thread's body: finds and runs items until the pool ends.
+pub(crate) fn main_loop<T: Send + 'static>(ctx: WorkerContext<T>) {
+    let ctx = &ctx;
+    let mut search = Search {
+        rng: if cfg!(stepsched_loom) {
+            fastrand::Rng::with_seed(ctx.index as u64)
+        } else {
+            fastrand::Rng::new()
+        },
+        tick: 0,
+        searching: false,
+        failed: 0,
+    };
+    CURRENT.with(|c| c.set((pool_id(&ctx.shared), std::ptr::from_ref(ctx).cast::<()>())));
+    let _clear = ClearCurrent;
+    let shared = &*ctx.shared;
+    loop {
+        // Relaxed: a forced stop only has to be noticed eventually; the
+        // sleep mutex orders it for parked workers.
+        if shared.stop.load(Ordering::Relaxed) {
+            break;
+        }
+        match search.find(ctx) {
+            Found::Item(item) => {
+                if search.searching {
+                    search.searching = false;
+                    if shared.sleep.stop_searching() {
+                        shared.notify_if_work();
+                    }
+                }
+                search.failed = 0;
+                ctx.run(item);
+            }
+            Found::Retry => spin_loop(),
+            Found::Empty => {
+                search.failed += 1;
+                match backoff(search.failed) {
+                    Backoff::Spin => {
+                        ctx.counters().spins.inc();
+                        for _ in 0..1u32 << search.failed {
+                            spin_loop();
+                        }
+                    }
+                    Backoff::Yield => {
+                        ctx.counters().spins.inc();
+                        thread::yield_now();
+                    }
+                    Backoff::Park => {
+                        search.failed = 0;
+                        if !search.park(ctx) {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Search {
+    /// Parks (see [`crate::sleep`]); `false` if the worker must exit.
+    #[cold]
+    fn park<T: Send + 'static>(&mut self, ctx: &WorkerContext<T>) -> bool {
+        let shared = &*ctx.shared;
+        let counters = ctx.counters();
+        let outcome = shared.sleep.park(
+            ctx.index,
+            self.searching,
+            || shared.has_work(),
+            || counters.parks.inc(),
+        );
+        match outcome {
+            Parked::Exit => {
+                self.searching = false;
+                false
+            }
+            Parked::Work | Parked::Woken => {
+                self.searching = true;
+                true
+            }
+        }
+    }
+
+    /// One search, in the order of the module docs.
+    #[inline]
+    fn find<T: Send + 'static>(&mut self, ctx: &WorkerContext<T>) -> Found<T> {
+        let shared = &*ctx.shared;
+        let index = ctx.index;
+        let counters = ctx.counters();
+
+        self.tick += 1;
+        if self.tick >= FAIRNESS_INTERVAL {
+            self.tick = 0;
+            if let Some(item) = shared.inboxes[index].pop() {
+                counters.inbox_pops.inc();
+                return Found::Item(item);
+            }
+            if let Some(item) = shared.global.pop() {
+                counters.global_pops.inc();
+                return Found::Item(item);
+            }
+        }
+
+        if let Some(item) = ctx.deque.pop() {
+            return Found::Item(item);
+        }
+        if let Some(item) = shared.inboxes[index].pop() {
+            counters.inbox_pops.inc();
+            return Found::Item(item);
+        }
+        if let Some(item) = shared.global.pop() {
+            let mut moved = 0;
+            while moved < GLOBAL_BATCH {
+                match shared.global.pop() {
+                    Some(more) => {
+                        ctx.deque.push(more);
+                        moved += 1;
+                    }
+                    None => break,
+                }
+            }
+            counters.global_pops.add(1 + moved as u64);
+            if moved > 0 {
+                // The moved items' producers may have skipped their wake-up
+                // because a worker was searching; that worker's re-check no
+                // longer sees them in the global queue, so announce them
+                // again from their new place (found by loom).
+                shared.sleep.notify_one(None);
+            }
+            return Found::Item(item);
+        }
+
+        if !self.searching {
+            self.searching = true;
+            shared.sleep.start_searching();
+        }
+        self.steal(ctx)
+    }
+
+    /// Step 4: the other workers' deques, then their inboxes.
+    #[cold]
+    fn steal<T: Send + 'static>(&mut self, ctx: &WorkerContext<T>) -> Found<T> {
+        let shared = &*ctx.shared;
+        let index = ctx.index;
+        let counters = ctx.counters();
+        let n = shared.workers();
+        if n == 1 {
+            return Found::Empty;
+        }
+        let start = if cfg!(stepsched_loom) {
+            index + 1
+        } else {
+            self.rng.usize(..n)
+        };
+        let mut retry = false;
+        for k in 0..n {
+            let victim = (start + k) % n;
+            if victim == index {
+                continue;
+            }
+            counters.steal_attempts.inc();
+            let before = ctx.deque.len();
+            match shared.stealers[victim].steal_half_into(&ctx.deque) {
+                Steal::Success(item) => {
+                    let moved = ctx.deque.len().saturating_sub(before);
+                    counters.items_stolen.add(1 + moved as u64);
+                    return Found::Item(item);
+                }
+                Steal::Retry => retry = true,
+                Steal::Empty => {}
+            }
+        }
+        for k in 0..n {
+            let victim = (start + k) % n;
+            if victim == index {
+                continue;
+            }
+            if let Some(item) = shared.inboxes[victim].pop() {
+                counters.items_stolen.inc();
+                return Found::Item(item);
+            }
+        }
+        if retry { Found::Retry } else { Found::Empty }
+    }
+}
