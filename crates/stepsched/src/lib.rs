@@ -1,2 +1,135 @@
-//! stepsched
+//! stepsched: a work-stealing scheduler for step-based processes.
+//!
+//! A [`Process`] is a state machine. The scheduler calls
+//! [`init`](Process::init) once with an entry method and input, then
+//! [`step`](Process::step) again and again with the [`Event`]s that arrived
+//! since the last step — yield completions, messages, a cancel signal. The
+//! step writes its [`Status`] and any *yields* (commands with a correlation
+//! tag) into a [`StepOutput`]; the scheduler dispatches each yield to the
+//! [`Handler`] registered for its [`Command`], and the handler's
+//! [`Completer`] — used at once or later, from any thread — turns the
+//! result into an event for the next step.
+//!
+//! Workers keep local Chase-Lev deques ([`deque`]), take from a global FIFO
+//! queue in batches, and steal half of a victim's deque when idle
+//! ([`pool`]). Each process has a lock-free event queue ([`mpsc`]) and an
+//! atomic state cell with a wakeup flag ([`process`]); PIDs route messages
+//! ([`relay`]).
+//!
+//! ```
+//! use stepsched::{Completer, Context, Error, Events, Process, Scheduler, Status, StepOutput};
+//!
+//! /// Doubles a number through a handler, then finishes with it.
+//! struct Doubler {
+//!     value: i64,
+//!     asked: bool,
+//! }
+//!
+//! impl Process for Doubler {
+//!     type Input = i64;
+//!     type Payload = i64;
+//!     type Command = String;
+//!     type Output = i64;
+//!
+//!     fn init(&mut self, _: &Context, method: &str, input: i64) -> Result<(), Error> {
+//!         match method {
+//!             "double" => {
+//!                 self.value = input;
+//!                 Ok(())
+//!             }
+//!             other => Err(Error::UnknownMethod(other.to_string())),
+//!         }
+//!     }
+//!
+//!     fn step(&mut self, events: Events<'_, i64>, out: &mut StepOutput<String, i64>) -> Result<(), Error> {
+//!         for event in events {
+//!             if let Some(v) = event.into_data() {
+//!                 out.set_status(Status::Done(v));
+//!                 return Ok(());
+//!             }
+//!         }
+//!         if !self.asked {
+//!             self.asked = true;
+//!             out.push_yield(1, "double".to_string());
+//!             out.set_status(Status::Yield);
+//!         } else {
+//!             out.set_status(Status::Yield);
+//!         }
+//!         Ok(())
+//!     }
+//! }
+//!
+//! let value = 21;
+//! let scheduler = Scheduler::<Doubler>::builder()
+//!     .workers(2)
+//!     .handler("double", move |_cmd: String, done: Completer<Doubler>| {
+//!         done.complete(Ok(2 * value));
+//!     })
+//!     .build()
+//!     .unwrap();
+//! let pid = scheduler.allocate_pid();
+//! let join = scheduler
+//!     .submit(pid, Doubler { value: 0, asked: false }, "double", 21)
+//!     .unwrap();
+//! assert_eq!(join.join().unwrap(), 42);
+//!
+//! // An unknown entry method is refused at submit.
+//! let err = scheduler
+//!     .submit(scheduler.allocate_pid(), Doubler { value: 0, asked: false }, "triple", 1)
+//!     .unwrap_err();
+//! assert!(matches!(err, stepsched::SubmitError::Init(Error::UnknownMethod(_))));
+//! ```
+//!
+//! # Guarantees
+//!
+//! * Each process is stepped by at most one worker at a time, and completes
+//!   exactly once: its result is published once, `close` is called once.
+//! * No completion or message pushed to a live process is lost: it is in
+//!   the events of a later step. Messages from one sender arrive in order.
+//!   Events still queued when a process completes are dropped.
+//! * A panic in `init`, `step` or a handler fails only that process (or that
+//!   yield, as an error completion); the worker goes on.
+//! * A process that always continues cannot starve others: it goes to the
+//!   back of the global queue after each step.
+//! * [`Scheduler::shutdown`] never waits much past its deadline.
+//!
+//! The design, with the life of a process through its states, is in
+//! `docs/architecture.md`.
 #![cfg_attr(not(test), warn(missing_docs))]
+
+mod error;
+mod handler;
+mod join;
+mod primitive;
+mod scheduler;
+
+pub use stepsched_deque as deque;
+pub use stepsched_mpsc as mpsc;
+pub use stepsched_pool as pool;
+pub use stepsched_process as process;
+pub use stepsched_relay as relay;
+
+pub use error::{SendError, SubmitError, TerminateError};
+pub use handler::{Command, Completer, Handler};
+pub use join::JoinHandle;
+pub use scheduler::{Builder, Handle, Scheduler, ShutdownReport, Stats};
+pub use stepsched_process::{
+    CancelToken, Context, Error, Event, EventKind, Events, Process, Status, StepOutput, Tag, Yield,
+};
+pub use stepsched_relay::{Package, Pid, Receiver};
+
+/// A [`Process`] the scheduler can run: sendable, with sendable payloads,
+/// outputs and named commands. Every such process implements it.
+pub trait SchedProcess:
+    Process<Payload: Send + 'static, Command: Command + Send + 'static, Output: Send + 'static>
+    + Send
+    + 'static
+{
+}
+
+impl<P> SchedProcess for P where
+    P: Process<Payload: Send + 'static, Command: Command + Send + 'static, Output: Send + 'static>
+        + Send
+        + 'static
+{
+}

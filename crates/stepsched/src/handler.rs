@@ -1,0 +1,147 @@
+//! Command dispatch: the [`Command`] a yield carries, the [`Handler`] that
+//! serves it, and the [`Completer`] through which the handler answers.
+
+use std::fmt;
+
+use stepsched_process::{Error, Event, Tag};
+
+use crate::SchedProcess;
+use crate::primitive::sync::Arc;
+use crate::scheduler::Slot;
+
+/// A command a process yields: it names the handler that serves it.
+///
+/// ```
+/// use stepsched::Command;
+///
+/// enum Io {
+///     Read(String),
+///     Sleep(u64),
+/// }
+///
+/// impl Command for Io {
+///     fn name(&self) -> &str {
+///         match self {
+///             Io::Read(_) => "read",
+///             Io::Sleep(_) => "sleep",
+///         }
+///     }
+/// }
+/// assert_eq!(Io::Sleep(5).name(), "sleep");
+/// ```
+pub trait Command {
+    /// The name of the handler to dispatch this command to.
+    fn name(&self) -> &str;
+}
+
+impl Command for String {
+    fn name(&self) -> &str {
+        self
+    }
+}
+
+impl Command for &'static str {
+    fn name(&self) -> &str {
+        self
+    }
+}
+
+/// Serves one kind of command.
+///
+/// A handler gets the command and a [`Completer`] for its tag. It may
+/// complete at once, on the same thread, or hand the completer to another
+/// thread and complete later. An error is reported by completing with
+/// `Err`. If the completer is dropped without completing — the handler
+/// forgot it, or panicked — the process receives an error completion for
+/// that tag, so a process never waits for a completion that cannot come.
+///
+/// Closures `Fn(C, Completer<P>)` are handlers.
+pub trait Handler<P: SchedProcess>: Send + Sync + 'static {
+    /// Serves `command`; answers through `completer`.
+    fn handle(&self, command: P::Command, completer: Completer<P>);
+}
+
+impl<P, F> Handler<P> for F
+where
+    P: SchedProcess,
+    F: Fn(P::Command, Completer<P>) + Send + Sync + 'static,
+{
+    fn handle(&self, command: P::Command, completer: Completer<P>) {
+        self(command, completer)
+    }
+}
+
+/// Completes one yield of one process, from any thread, once.
+///
+/// The completer is bound to the life of the process that yielded: if that
+/// process has ended by the time it completes, the completion is dropped
+/// and reaches nothing (see [`complete`](Completer::complete)).
+pub struct Completer<P: SchedProcess> {
+    slot: Option<Arc<Slot<P>>>,
+    sender: stepsched_mpsc::Sender<Event<P::Payload>>,
+    tag: Tag,
+}
+
+impl<P: SchedProcess> Completer<P> {
+    pub(crate) fn new(slot: Arc<Slot<P>>, tag: Tag) -> Self {
+        // The sender carries the queue's generation as of now, the
+        // dispatch: a later life of the queue refuses it.
+        let sender = slot.sender.clone();
+        Completer {
+            slot: Some(slot),
+            sender,
+            tag,
+        }
+    }
+
+    /// The correlation tag of the yield this completer answers.
+    pub fn tag(&self) -> Tag {
+        self.tag
+    }
+
+    /// Completes the yield with `result`, which becomes an
+    /// [`Event::completion`] for the process's next step.
+    ///
+    /// Returns `false` if the process had already ended: the completion was
+    /// dropped.
+    pub fn complete(mut self, result: Result<P::Payload, Error>) -> bool {
+        let slot = self.slot.take().expect("a completer completes once");
+        deliver(&slot, &self.sender, self.tag, result)
+    }
+}
+
+/// Pushes the completion and wakes the process; `false` if refused.
+fn deliver<P: SchedProcess>(
+    slot: &Arc<Slot<P>>,
+    sender: &stepsched_mpsc::Sender<Event<P::Payload>>,
+    tag: Tag,
+    result: Result<P::Payload, Error>,
+) -> bool {
+    if sender.push(Event::completion(tag, result)).is_err() {
+        return false;
+    }
+    slot.wake();
+    true
+}
+
+impl<P: SchedProcess> Drop for Completer<P> {
+    fn drop(&mut self) {
+        if let Some(slot) = self.slot.take() {
+            let error = if std::thread::panicking() {
+                Error::Panicked("the handler panicked before completing".into())
+            } else {
+                Error::failed("the handler dropped its completer without completing")
+            };
+            deliver(&slot, &self.sender, self.tag, Err(error));
+        }
+    }
+}
+
+impl<P: SchedProcess> fmt::Debug for Completer<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Completer")
+            .field("pid", &self.slot.as_ref().map(|s| s.pid))
+            .field("tag", &self.tag)
+            .finish()
+    }
+}
