@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use stepsched_process::{Error, Event, Tag};
+use stepsched_process::{Error, Event, Process, Tag};
 
 use crate::SchedProcess;
 use crate::primitive::sync::Arc;
@@ -56,7 +56,7 @@ impl Command for &'static str {
 /// that tag, so a process never waits for a completion that cannot come.
 ///
 /// Closures `Fn(C, Completer<P>)` are handlers.
-pub trait Handler<P: SchedProcess>: Send + Sync + 'static {
+pub trait Handler<P: Process>: Send + Sync + 'static {
     /// Serves `command`; answers through `completer`.
     fn handle(&self, command: P::Command, completer: Completer<P>);
 }
@@ -76,10 +76,13 @@ where
 /// The completer is bound to the life of the process that yielded: if that
 /// process has ended by the time it completes, the completion is dropped
 /// and reaches nothing (see [`complete`](Completer::complete)).
-pub struct Completer<P: SchedProcess> {
+pub struct Completer<P: Process + 'static> {
     slot: Option<Arc<Slot<P>>>,
     sender: stepsched_mpsc::Sender<Event<P::Payload>>,
     tag: Tag,
+    /// `Slot::wake`, taken where `P: SchedProcess` is known, so that `Drop`
+    /// (which cannot ask for more bounds than the type) can call it.
+    wake: fn(&Arc<Slot<P>>),
 }
 
 impl<P: SchedProcess> Completer<P> {
@@ -91,6 +94,7 @@ impl<P: SchedProcess> Completer<P> {
             slot: Some(slot),
             sender,
             tag,
+            wake: Slot::wake,
         }
     }
 
@@ -106,25 +110,26 @@ impl<P: SchedProcess> Completer<P> {
     /// dropped.
     pub fn complete(mut self, result: Result<P::Payload, Error>) -> bool {
         let slot = self.slot.take().expect("a completer completes once");
-        deliver(&slot, &self.sender, self.tag, result)
+        deliver(&slot, &self.sender, self.tag, result, self.wake)
     }
 }
 
 /// Pushes the completion and wakes the process; `false` if refused.
-fn deliver<P: SchedProcess>(
+fn deliver<P: Process + 'static>(
     slot: &Arc<Slot<P>>,
     sender: &stepsched_mpsc::Sender<Event<P::Payload>>,
     tag: Tag,
     result: Result<P::Payload, Error>,
+    wake: fn(&Arc<Slot<P>>),
 ) -> bool {
     if sender.push(Event::completion(tag, result)).is_err() {
         return false;
     }
-    slot.wake();
+    wake(slot);
     true
 }
 
-impl<P: SchedProcess> Drop for Completer<P> {
+impl<P: Process + 'static> Drop for Completer<P> {
     fn drop(&mut self) {
         if let Some(slot) = self.slot.take() {
             let error = if std::thread::panicking() {
@@ -132,12 +137,12 @@ impl<P: SchedProcess> Drop for Completer<P> {
             } else {
                 Error::failed("the handler dropped its completer without completing")
             };
-            deliver(&slot, &self.sender, self.tag, Err(error));
+            deliver(&slot, &self.sender, self.tag, Err(error), self.wake);
         }
     }
 }
 
-impl<P: SchedProcess> fmt::Debug for Completer<P> {
+impl<P: Process + 'static> fmt::Debug for Completer<P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Completer")
             .field("pid", &self.slot.as_ref().map(|s| s.pid))

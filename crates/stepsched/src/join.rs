@@ -6,7 +6,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
-use stepsched_process::Error;
+use stepsched_process::{Error, Process};
 use stepsched_relay::Pid;
 
 use crate::SchedProcess;
@@ -88,7 +88,7 @@ fn take<O>(result: &mut Option<Result<O, Error>>) -> Result<O, Error> {
 ///
 /// Dropping the handle does not affect the process; its result is then
 /// dropped when it completes.
-pub struct JoinHandle<P: SchedProcess> {
+pub struct JoinHandle<P: Process + 'static> {
     slot: Arc<Slot<P>>,
 }
 

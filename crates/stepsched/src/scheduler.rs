@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 use stepsched_mpsc as mpsc;
 use stepsched_pool::{Pool, WorkerContext, WorkerStats};
 use stepsched_process::{
-    CancelToken, Context, Error, Event, ForceComplete, Park, Phase, Start, StateCell, Status,
+    CancelToken, Context, Error, Event, ForceComplete, Park, Phase, Process, Start, StateCell, Status,
     StepOutput, Wake,
 };
 use stepsched_relay::{Package, Pid, PidAllocator, Receiver, RoutingTable};
@@ -61,8 +61,8 @@ type StartHook = Arc<dyn Fn(Pid) + Send + Sync>;
 type CompleteHook<O> = Arc<dyn Fn(Pid, Result<&O, &Error>) + Send + Sync>;
 
 /// Everything the scheduler's handles and workers share.
-pub(crate) struct Core<P: SchedProcess> {
-    pool: OnceLock<Pool<Arc<Slot<P>>>>,
+pub(crate) struct Core<P: Process + 'static> {
+    pool: OnceLock<Pool<Task<P>>>,
     routes: RoutingTable<Arc<Slot<P>>>,
     handlers: HashMap<String, Arc<dyn Handler<P>>>,
     pids: PidAllocator,
@@ -81,8 +81,24 @@ pub(crate) struct Core<P: SchedProcess> {
     steps: AtomicU64,
 }
 
+/// A slot in a run queue.
+pub(crate) struct Task<P: Process + 'static>(Arc<Slot<P>>);
+
+// SAFETY: a `Task` is only made by `Task::new`, which requires
+// `P: SchedProcess`; then `Slot<P>` is `Send + Sync` (see below), so the
+// `Arc` may move between threads. The impl is unconditional only so that
+// the pool's `Send` bound does not send the compiler around the cycle
+// process → handle → pool → slot → process.
+unsafe impl<P: Process + 'static> Send for Task<P> {}
+
+impl<P: SchedProcess> Task<P> {
+    fn new(slot: Arc<Slot<P>>) -> Self {
+        Task(slot)
+    }
+}
+
 /// One process: its state, its event queue, its body.
-pub(crate) struct Slot<P: SchedProcess> {
+pub(crate) struct Slot<P: Process + 'static> {
     pub(crate) pid: Pid,
     core: Arc<Core<P>>,
     state: StateCell,
@@ -99,7 +115,7 @@ pub(crate) struct Slot<P: SchedProcess> {
     pub(crate) result: ResultCell<P::Output>,
 }
 
-struct Body<P: SchedProcess> {
+struct Body<P: Process + 'static> {
     /// `None` once closed.
     process: Option<P>,
     events: mpsc::Receiver<Event<P::Payload>>,
@@ -112,10 +128,24 @@ struct Body<P: SchedProcess> {
 // except `body`, which one thread at a time accesses (the owner as defined
 // in the module docs, established by a CAS on `state` that synchronizes
 // with the previous owner's transition). Everything in the body is `Send`.
-unsafe impl<P: SchedProcess> Sync for Slot<P> {}
+unsafe impl<P> Sync for Slot<P>
+where
+    P: Process + Send,
+    P::Payload: Send,
+    P::Command: Send,
+    P::Output: Send,
+{
+}
 // SAFETY: as above; every field is `Send` when the process and its
 // associated types are (which `SchedProcess` requires).
-unsafe impl<P: SchedProcess> Send for Slot<P> {}
+unsafe impl<P> Send for Slot<P>
+where
+    P: Process + Send,
+    P::Payload: Send,
+    P::Command: Send,
+    P::Output: Send,
+{
+}
 
 impl<P: SchedProcess> Slot<P> {
     /// Wakes the process after an event was pushed: the winner queues it.
@@ -198,7 +228,7 @@ impl<P: SchedProcess> Slot<P> {
 }
 
 impl<P: SchedProcess> Core<P> {
-    fn pool(&self) -> &Pool<Arc<Slot<P>>> {
+    fn pool(&self) -> &Pool<Task<P>> {
         self.pool.get().expect("the pool is set at build")
     }
 
@@ -207,10 +237,11 @@ impl<P: SchedProcess> Core<P> {
     fn schedule(&self, slot: Arc<Slot<P>>) {
         let pool = self.pool();
         let worker = slot.last_worker.load(Ordering::Relaxed);
+        let task = Task::new(slot);
         let refused = if worker == NO_WORKER {
-            pool.submit(slot).err()
+            pool.submit(task).err()
         } else {
-            pool.submit_to(worker, slot).err()
+            pool.submit_to(worker, task).err()
         };
         // A refusal means the pool is shutting down; shutdown force-closes
         // every live process, so the slot is not stranded.
@@ -225,7 +256,7 @@ impl<P: SchedProcess> Core<P> {
     }
 
     /// Steps one process: the worker loop body.
-    fn run(&self, slot: Arc<Slot<P>>, ctx: &WorkerContext<Arc<Slot<P>>>) {
+    fn run(&self, Task(slot): Task<P>, ctx: &WorkerContext<Task<P>>) {
         match slot.state.try_start() {
             Start::Started => {}
             // Force-completed while queued: the forcer closed it.
@@ -273,9 +304,9 @@ impl<P: SchedProcess> Core<P> {
             Park::Parked => {}
             // A process that asked to continue goes to the back of the
             // global queue, so it cannot starve the others on this worker.
-            Park::Requeue if continued => ctx.inject(slot),
+            Park::Requeue if continued => ctx.inject(Task::new(slot)),
             // Woken while running: stay on this worker (cache-warm).
-            Park::Requeue => ctx.push(slot),
+            Park::Requeue => ctx.push(Task::new(slot)),
             Park::Terminated => {
                 // Force-completed while we ran it: the forcer left `close`
                 // to us and already published the result.
@@ -358,7 +389,7 @@ fn panic_message(panic: &(dyn Any + Send)) -> String {
 ///     .unwrap();
 /// assert_eq!(scheduler.workers(), 2);
 /// ```
-pub struct Builder<P: SchedProcess> {
+pub struct Builder<P: Process> {
     workers: Option<usize>,
     max_processes: usize,
     node: u32,
@@ -467,11 +498,11 @@ impl<P: SchedProcess> Builder<P> {
         let pool = Pool::builder()
             .workers(workers)
             .thread_name(self.thread_name)
-            .build(|slot: Arc<Slot<P>>, ctx: &WorkerContext<Arc<Slot<P>>>| {
+            .build(|task: Task<P>, ctx: &WorkerContext<Task<P>>| {
                 // Each slot carries its core, so the pool holds no cycle
                 // back to the scheduler.
-                let core = slot.core.clone();
-                core.run(slot, ctx);
+                let core = task.0.core.clone();
+                core.run(task, ctx);
             })?;
         if core.pool.set(pool).is_err() {
             unreachable!("the pool is set once");
@@ -496,7 +527,7 @@ impl<P: SchedProcess> fmt::Debug for Builder<P> {
 /// A cloneable handle to a scheduler, for use anywhere — in handlers, in
 /// processes' hooks, on other threads. It does not keep the workers
 /// running: the [`Scheduler`] owns them.
-pub struct Handle<P: SchedProcess> {
+pub struct Handle<P: Process + 'static> {
     core: Arc<Core<P>>,
 }
 
@@ -605,7 +636,7 @@ impl<P: SchedProcess> Handle<P> {
         // the process gets its cancel event (sent at most once).
         fence(Ordering::SeqCst);
         let stopping = core.stopping.load(Ordering::SeqCst);
-        if core.pool().submit(slot.clone()).is_err() {
+        if core.pool().submit(Task::new(slot.clone())).is_err() {
             // The workers are gone: end the process here.
             slot.force(Error::Cancelled);
         } else if stopping {
