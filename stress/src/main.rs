@@ -37,7 +37,10 @@ impl Opts {
     }
 }
 
-const SCENARIOS: &[(&str, fn(&Opts) -> Result<(), String>)] = &[
+/// A scenario: its name and its entry point.
+type Scenario = (&'static str, fn(&Opts) -> Result<(), String>);
+
+const SCENARIOS: &[Scenario] = &[
     ("deque", deque::run),
     ("mpsc", mpsc::run),
     ("pool", pool::run),
@@ -66,13 +69,31 @@ fn parse(args: &[String]) -> Result<(Vec<&'static str>, Opts), String> {
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         let mut value = |name: &str| -> Result<String, String> {
-            it.next().cloned().ok_or_else(|| format!("{name} needs a value\n{}", usage()))
+            it.next()
+                .cloned()
+                .ok_or_else(|| format!("{name} needs a value\n{}", usage()))
         };
         match arg.as_str() {
-            "--workers" => opts.workers = value("--workers")?.parse().map_err(|e| format!("--workers: {e}"))?,
-            "--processes" => opts.processes = value("--processes")?.parse().map_err(|e| format!("--processes: {e}"))?,
-            "--seconds" => opts.seconds = value("--seconds")?.parse().map_err(|e| format!("--seconds: {e}"))?,
-            "--seed" => opts.seed = value("--seed")?.parse().map_err(|e| format!("--seed: {e}"))?,
+            "--workers" => {
+                opts.workers = value("--workers")?
+                    .parse()
+                    .map_err(|e| format!("--workers: {e}"))?
+            }
+            "--processes" => {
+                opts.processes = value("--processes")?
+                    .parse()
+                    .map_err(|e| format!("--processes: {e}"))?
+            }
+            "--seconds" => {
+                opts.seconds = value("--seconds")?
+                    .parse()
+                    .map_err(|e| format!("--seconds: {e}"))?
+            }
+            "--seed" => {
+                opts.seed = value("--seed")?
+                    .parse()
+                    .map_err(|e| format!("--seed: {e}"))?
+            }
             "--quick" => opts.quick = true,
             "-h" | "--help" => return Err(usage()),
             "all" => chosen.extend(SCENARIOS.iter().map(|(n, _)| *n)),
@@ -112,7 +133,10 @@ fn main() -> ExitCode {
     );
     let mut failed = false;
     for name in chosen {
-        let (_, run) = SCENARIOS.iter().find(|(n, _)| *n == name).expect("known scenario");
+        let (_, run) = SCENARIOS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .expect("known scenario");
         println!("== {name} ==");
         fastrand::seed(opts.seed);
         match run(&opts) {

@@ -346,6 +346,9 @@ type Work = (Completer<StressProc>, u64, Mode);
 
 /// Runs the scenario.
 pub(crate) fn run(opts: &Opts) -> Result<(), String> {
+    // Memory first, while the heap is fresh, so the RSS growth is the
+    // processes' own.
+    idle_memory(opts)?;
     let start = Instant::now();
     let processes = opts.processes.max(10);
     let sinks = 4usize;
@@ -620,7 +623,7 @@ pub(crate) fn run(opts: &Opts) -> Result<(), String> {
     // is gone; they are not joined.
     drop(completers);
     if breaches.is_empty() {
-        idle_memory(opts)
+        Ok(())
     } else {
         Err(breaches.join("; "))
     }
