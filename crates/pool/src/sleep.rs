@@ -321,7 +321,7 @@ impl Sleep {
     }
 
     /// Whether the pool has terminated.
-    #[cfg(test)]
+    #[cfg(all(test, not(stepsched_loom)))]
     pub(crate) fn is_terminated(&self) -> bool {
         self.lock().terminated
     }
@@ -334,7 +334,7 @@ impl Sleep {
     }
 
     /// Workers currently counted as searching.
-    #[cfg(test)]
+    #[cfg(all(test, not(stepsched_loom)))]
     pub(crate) fn searching(&self) -> usize {
         self.load().searching()
     }

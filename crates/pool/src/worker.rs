@@ -326,7 +326,7 @@ pub(crate) fn pool_id<T>(shared: &Arc<Shared<T>>) -> usize {
 }
 
 /// The result of one search.
-enum Found<T> {
+pub(crate) enum Found<T> {
     Item(T),
     /// Nothing found, but a steal lost a race: search again at once.
     Retry,
@@ -335,7 +335,7 @@ enum Found<T> {
 
 /// The worker loop's private state (the context is kept apart and only
 /// ever borrowed shared, because `CURRENT` points at it).
-struct Search {
+pub(crate) struct Search {
     rng: fastrand::Rng,
     /// Calls of `find` since the last fairness check.
     tick: u32,
@@ -363,6 +363,12 @@ impl<T: Send + 'static> WorkerContext<T> {
         }
     }
 
+    /// Pops everything left in this worker's deque (for models and tests).
+    #[cfg(all(test, stepsched_loom))]
+    pub(crate) fn drain_local(&self) -> Vec<T> {
+        std::iter::from_fn(|| self.deque.pop()).collect()
+    }
+
     #[inline]
     fn counters(&self) -> &Counters {
         &self.shared.counters[self.index]
@@ -384,16 +390,7 @@ impl<T: Send + 'static> WorkerContext<T> {
 /// The worker thread's body: finds and runs items until the pool ends.
 pub(crate) fn main_loop<T: Send + 'static>(ctx: WorkerContext<T>) {
     let ctx = &ctx;
-    let mut search = Search {
-        rng: if cfg!(stepsched_loom) {
-            fastrand::Rng::with_seed(ctx.index as u64)
-        } else {
-            fastrand::Rng::new()
-        },
-        tick: 0,
-        searching: false,
-        failed: 0,
-    };
+    let mut search = Search::new(ctx.index);
     CURRENT.with(|c| c.set((pool_id(&ctx.shared), std::ptr::from_ref(ctx).cast::<()>())));
     let _clear = ClearCurrent;
     let shared = &*ctx.shared;
@@ -441,6 +438,19 @@ pub(crate) fn main_loop<T: Send + 'static>(ctx: WorkerContext<T>) {
 }
 
 impl Search {
+    pub(crate) fn new(index: usize) -> Self {
+        Search {
+            rng: if cfg!(stepsched_loom) {
+                fastrand::Rng::with_seed(index as u64)
+            } else {
+                fastrand::Rng::new()
+            },
+            tick: 0,
+            searching: false,
+            failed: 0,
+        }
+    }
+
     /// Parks (see [`crate::sleep`]); `false` if the worker must exit.
     #[cold]
     fn park<T: Send + 'static>(&mut self, ctx: &WorkerContext<T>) -> bool {
@@ -466,7 +476,7 @@ impl Search {
 
     /// One search, in the order of the module docs.
     #[inline]
-    fn find<T: Send + 'static>(&mut self, ctx: &WorkerContext<T>) -> Found<T> {
+    pub(crate) fn find<T: Send + 'static>(&mut self, ctx: &WorkerContext<T>) -> Found<T> {
         let shared = &*ctx.shared;
         let index = ctx.index;
         let counters = ctx.counters();
