@@ -82,7 +82,7 @@ pub struct Completer<P: Process + 'static> {
     tag: Tag,
     /// `Slot::wake`, taken where `P: SchedProcess` is known, so that `Drop`
     /// (which cannot ask for more bounds than the type) can call it.
-    wake: fn(&Arc<Slot<P>>),
+    wake: fn(&Arc<Slot<P>>) -> bool,
 }
 
 impl<P: SchedProcess> Completer<P> {
@@ -120,13 +120,14 @@ fn deliver<P: Process + 'static>(
     sender: &stepsched_mpsc::Sender<Event<P::Payload>>,
     tag: Tag,
     result: Result<P::Payload, Error>,
-    wake: fn(&Arc<Slot<P>>),
+    wake: fn(&Arc<Slot<P>>) -> bool,
 ) -> bool {
     if sender.push(Event::completion(tag, result)).is_err() {
         return false;
     }
-    wake(slot);
-    true
+    // A process that completed after the push will never step the event
+    // (it is dropped with the rest of the queue): report it refused.
+    wake(slot)
 }
 
 impl<P: Process + 'static> Drop for Completer<P> {

@@ -10,7 +10,9 @@ pub(crate) mod sync {
     pub(crate) use std::sync::{Arc, Condvar, Mutex};
 
     pub(crate) mod atomic {
-        pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
+        pub(crate) use std::sync::atomic::{
+            AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering, fence,
+        };
     }
 }
 
@@ -19,7 +21,9 @@ pub(crate) mod sync {
     pub(crate) use loom::sync::{Arc, Condvar, Mutex};
 
     pub(crate) mod atomic {
-        pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
+        pub(crate) use loom::sync::atomic::{
+            AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering, fence,
+        };
     }
 }
 

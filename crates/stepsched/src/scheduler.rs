@@ -21,12 +21,37 @@
 //! answers `Requeue`. So no event is lost and no two steps of a process
 //! overlap (the argument is in `stepsched_process::state`).
 //!
-//! A process's *result* is published once: whoever first finishes it (the
-//! worker on `Done` or an error, or a forcer) sets the slot's `finished`
-//! flag, removes its route (compare-before-delete, so a newer process with
-//! the same PID keeps its route), runs the completion hook, stores the
-//! result for the [`JoinHandle`] and releases its place in the live count.
-//! `close` is called exactly once, by whoever owns the body at the end.
+//! # Ending: close, then publish
+//!
+//! A process ends in one of three ways: its step finishes it (`Done`, an
+//! error, a panic), or a *forcer* — [`Handle::terminate`], or shutdown at
+//! its deadline — moves it to Complete. A forcer first claims the slot's
+//! `forced` word (one forcer per process, so the error that is published
+//! is the winner's), then calls `force_complete`. Exactly one of the
+//! worker's `complete` and the forcer's `force_complete` wins the state
+//! cell, and that decides the result: the step's if the worker won, the
+//! forcer's error if the forcer won (even if the step was about to return
+//! `Done`, so that a successful `terminate` always reads `Terminated`).
+//!
+//! `close` is called exactly once, by whoever owns the body at the end:
+//! the forcer if no worker was running the process, otherwise the worker
+//! when its step returns. The result is *published* after `close`, by the
+//! same party, once (the slot's `finished` flag): the route is removed
+//! (compare-before-delete, so a newer process with the same PID keeps its
+//! route), the completion hook runs, the process's place under the limit
+//! is released, and the result is stored for the [`JoinHandle`]. So when
+//! `join` returns, `close` has run, the hook has run and the PID can be
+//! reused. The one exception is a step that never returns at shutdown:
+//! shutdown publishes `Cancelled` for it without waiting (the worker still
+//! closes it if the step ever returns).
+//!
+//! # Fairness
+//!
+//! A process that returns `Continue` goes to the back of the global queue.
+//! A process woken while it ran (its own inline completions, a message to
+//! itself) is requeued on the worker's local deque, where LIFO order runs
+//! it next — at most [`LOCAL_REQUEUES`] times in a row; then it too goes
+//! to the global queue, so the rest of the deque gets its turn.
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -39,8 +64,8 @@ use std::time::{Duration, Instant};
 use stepsched_mpsc as mpsc;
 use stepsched_pool::{Pool, WorkerContext, WorkerStats};
 use stepsched_process::{
-    CancelToken, Context, Error, Event, ForceComplete, Park, Phase, Process, Start, StateCell, Status,
-    StepOutput, Wake,
+    CancelToken, Context, Error, Event, Finish, ForceComplete, Park, Phase, Process, Start,
+    StateCell, Status, StepOutput, Wake,
 };
 use stepsched_relay::{Package, Pid, PidAllocator, Receiver, RoutingTable};
 
@@ -49,11 +74,22 @@ use crate::error::{SendError, SubmitError, TerminateError};
 use crate::handler::{Command, Completer, Handler};
 use crate::join::{JoinHandle, ResultCell};
 use crate::primitive::cell::UnsafeCell;
-use crate::primitive::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
+use crate::primitive::sync::atomic::{
+    AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering, fence,
+};
 use crate::primitive::sync::{Arc, Condvar, Mutex};
 
 /// `last_worker` before the first step.
 const NO_WORKER: usize = usize::MAX;
+
+/// How many times in a row a process woken while running is requeued on
+/// its worker's local deque before it goes to the global queue.
+const LOCAL_REQUEUES: u32 = 8;
+
+/// The slot's `forced` word: not forced, or the error its forcer chose.
+const NOT_FORCED: u8 = 0;
+const FORCED_TERMINATED: u8 = 1;
+const FORCED_CANCELLED: u8 = 2;
 
 /// A process's lifecycle hook.
 type StartHook = Arc<dyn Fn(Pid) + Send + Sync>;
@@ -67,10 +103,19 @@ pub(crate) struct Core<P: Process + 'static> {
     handlers: HashMap<String, Arc<dyn Handler<P>>>,
     pids: PidAllocator,
     max_processes: usize,
-    /// Processes registered or being submitted (a reservation counts).
+    /// Places taken under `max_processes`: processes registered and not
+    /// yet published, and submits in progress (a reservation counts).
     live: AtomicUsize,
+    /// Processes whose result is not yet stored, and submits in progress.
+    /// Like `live`, but released after the result is stored, so that
+    /// shutdown, which waits for it to reach zero, returns only once every
+    /// finished process's `JoinHandle` has its result.
+    unpublished: AtomicUsize,
     stopping: AtomicBool,
-    /// Shutdown waits here for `live` to reach zero.
+    /// Set by shutdown before its forcing sweep; a submit that registers
+    /// after the sweep sees it and forces its own process.
+    forcing: AtomicBool,
+    /// Shutdown waits here for `unpublished` to reach zero.
     drained: Mutex<()>,
     drained_cv: Condvar,
     on_start: Option<StartHook>,
@@ -81,8 +126,9 @@ pub(crate) struct Core<P: Process + 'static> {
     steps: AtomicU64,
 }
 
-/// A slot in a run queue.
-pub(crate) struct Task<P: Process + 'static>(Arc<Slot<P>>);
+/// A slot in a run queue, with the number of times in a row it was
+/// requeued locally after a wake while running (see [`LOCAL_REQUEUES`]).
+pub(crate) struct Task<P: Process + 'static>(Arc<Slot<P>>, u32);
 
 // SAFETY: a `Task` is only made by `Task::new`, which requires
 // `P: SchedProcess`; then `Slot<P>` is `Send + Sync` (see below), so the
@@ -93,7 +139,11 @@ unsafe impl<P: Process + 'static> Send for Task<P> {}
 
 impl<P: SchedProcess> Task<P> {
     fn new(slot: Arc<Slot<P>>) -> Self {
-        Task(slot)
+        Task(slot, 0)
+    }
+
+    fn requeued(slot: Arc<Slot<P>>, streak: u32) -> Self {
+        Task(slot, streak)
     }
 }
 
@@ -111,6 +161,8 @@ pub(crate) struct Slot<P: Process + 'static> {
     last_worker: AtomicUsize,
     cancel: CancelToken,
     cancel_sent: AtomicBool,
+    /// `NOT_FORCED`, or the error the one forcer allowed to try chose.
+    forced: AtomicU8,
     finished: AtomicBool,
     pub(crate) result: ResultCell<P::Output>,
 }
@@ -149,15 +201,24 @@ where
 
 impl<P: SchedProcess> Slot<P> {
     /// Wakes the process after an event was pushed: the winner queues it.
-    pub(crate) fn wake(self: &Arc<Self>) {
-        if let Wake::Queue = self.state.wake() {
-            self.core.schedule(self.clone());
+    /// Returns `false` if the process is complete: the event will never be
+    /// stepped.
+    pub(crate) fn wake(self: &Arc<Self>) -> bool {
+        match self.state.wake() {
+            Wake::Queue => {
+                self.core.schedule(self.clone());
+                true
+            }
+            Wake::Notified | Wake::AlreadyReady => true,
+            Wake::Complete => false,
         }
     }
 
     /// Sends the shutdown cancel event, once.
     fn send_cancel(self: &Arc<Self>) {
-        if self.cancel_sent.swap(true, Ordering::AcqRel) {
+        // Relaxed: only the RMW's atomicity matters (one sender); the
+        // event itself is ordered by the queue and the state cell.
+        if self.cancel_sent.swap(true, Ordering::Relaxed) {
             return;
         }
         self.cancel.cancel();
@@ -189,11 +250,14 @@ impl<P: SchedProcess> Slot<P> {
 
     /// Publishes the result, once; later calls do nothing.
     fn finish(self: &Arc<Self>, result: Result<P::Output, Error>) {
+        // AcqRel: the winner's writes (the closed body) are published to
+        // any later caller that loses; only one caller proceeds.
         if self.finished.swap(true, Ordering::AcqRel) {
             return;
         }
         let core = &self.core;
         core.routes.unregister_if_same(self.pid, self);
+        // Relaxed: statistics counters; nothing is read through them.
         match &result {
             Ok(_) => core.completed.fetch_add(1, Ordering::Relaxed),
             Err(_) => core.failed.fetch_add(1, Ordering::Relaxed),
@@ -205,21 +269,49 @@ impl<P: SchedProcess> Slot<P> {
                 tracing::debug!(pid = %self.pid, "completion hook panicked");
             }
         }
+        // The place under the limit is free before `join` returns, so a
+        // caller that joined may submit again at once.
+        core.live.fetch_sub(1, Ordering::SeqCst);
         self.result.set(result);
-        core.release_live();
+        core.release_unpublished();
     }
 
-    /// Forces the process to Complete with `error` (terminate, shutdown).
-    /// Returns `false` if it had already completed.
-    fn force(self: &Arc<Self>, error: Error) -> bool {
+    /// The error a forcer chose, for the party that publishes a forced
+    /// process's result.
+    fn forced_error(&self) -> Error {
+        // Acquire: pairs with the forcer's claim, which precedes its
+        // Release transition to Complete that the caller has seen.
+        match self.forced.load(Ordering::Acquire) {
+            FORCED_CANCELLED => Error::Cancelled,
+            _ => Error::Terminated,
+        }
+    }
+
+    /// Forces the process to Complete (terminate: `Terminated`; shutdown:
+    /// `Cancelled`). Returns `false` if it had already completed, or
+    /// another forcer got there first.
+    ///
+    /// If no worker was running it, it is closed and its result published
+    /// here; otherwise the worker does both when its step returns.
+    fn force(self: &Arc<Self>, kind: u8) -> bool {
+        // One forcer per process: the winner's error is the one published.
+        // AcqRel: the claim is ordered before our transition below (and
+        // read with Acquire by whoever publishes), and a loser sees it.
+        if self
+            .forced
+            .compare_exchange(NOT_FORCED, kind, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return false;
+        }
         match self.state.force_complete() {
             won @ ForceComplete::Won { .. } => {
                 if won.must_close() {
                     // SAFETY: the previous state was not Running and no
                     // worker can start a Complete process: the body is ours.
                     unsafe { self.close_body() };
+                    self.finish(Err(self.forced_error()));
                 }
-                self.finish(Err(error));
                 true
             }
             ForceComplete::AlreadyComplete => false,
@@ -248,15 +340,26 @@ impl<P: SchedProcess> Core<P> {
         drop(refused);
     }
 
-    fn release_live(&self) {
-        if self.live.fetch_sub(1, Ordering::AcqRel) == 1 && self.stopping.load(Ordering::Acquire) {
+    /// Gives back the reservation of a submit that failed.
+    fn release_reservation(&self) {
+        self.live.fetch_sub(1, Ordering::SeqCst);
+        self.release_unpublished();
+    }
+
+    fn release_unpublished(&self) {
+        // SeqCst, with the SeqCst store of `stopping` and load of
+        // `unpublished` in shutdown: either we see `stopping` and notify,
+        // or shutdown's load sees our decrement.
+        if self.unpublished.fetch_sub(1, Ordering::SeqCst) == 1
+            && self.stopping.load(Ordering::SeqCst)
+        {
             let _guard = self.drained.lock().unwrap_or_else(|p| p.into_inner());
             self.drained_cv.notify_all();
         }
     }
 
     /// Steps one process: the worker loop body.
-    fn run(&self, Task(slot): Task<P>, ctx: &WorkerContext<Task<P>>) {
+    fn run(&self, Task(slot, streak): Task<P>, ctx: &WorkerContext<Task<P>>) {
         match slot.state.try_start() {
             Start::Started => {}
             // Force-completed while queued: the forcer closed it.
@@ -268,6 +371,7 @@ impl<P: SchedProcess> Core<P> {
         }
         // Relaxed: only a hint for where to send the next completion.
         slot.last_worker.store(ctx.index(), Ordering::Relaxed);
+        // Relaxed: a statistics counter.
         self.steps.fetch_add(1, Ordering::Relaxed);
         // SAFETY: our `try_start` won: we own the body until our next
         // transition of `slot.state`, and we drop this borrow before it.
@@ -305,14 +409,19 @@ impl<P: SchedProcess> Core<P> {
             // A process that asked to continue goes to the back of the
             // global queue, so it cannot starve the others on this worker.
             Park::Requeue if continued => ctx.inject(Task::new(slot)),
-            // Woken while running: stay on this worker (cache-warm).
-            Park::Requeue => ctx.push(Task::new(slot)),
+            // Woken while running: stay on this worker (cache-warm), but
+            // only a few times in a row, or the LIFO deque would run this
+            // process forever ahead of the rest of the deque.
+            Park::Requeue if streak < LOCAL_REQUEUES => {
+                ctx.push(Task::requeued(slot, streak + 1));
+            }
+            Park::Requeue => ctx.inject(Task::new(slot)),
             Park::Terminated => {
                 // Force-completed while we ran it: the forcer left `close`
-                // to us and already published the result.
+                // and the result to us.
                 // SAFETY: the forcer saw Running, so the body is still ours.
                 unsafe { slot.close_body() };
-                slot.finish(Err(Error::Terminated));
+                slot.finish(Err(slot.forced_error()));
             }
             Park::Invalid(state) => debug_assert!(false, "invalid transition from {state:?}"),
         }
@@ -321,13 +430,19 @@ impl<P: SchedProcess> Core<P> {
     /// Ends a process we own (Running) with `result`.
     fn end(&self, slot: &Arc<Slot<P>>, result: Result<P::Output, Error>) {
         // Whatever `complete` answers, the body is still ours: Completed
-        // (we won) or Terminated (a forcer saw Running and left `close` to
-        // us; its result stands, ours is dropped by `finish`).
-        let _ = slot.state.complete();
+        // (we won) or Terminated (a forcer saw Running and left `close` and
+        // the result to us).
+        let finish = slot.state.complete();
         // SAFETY: we owned the body while Running and nobody else takes it
         // from a Complete state.
         unsafe { slot.close_body() };
-        slot.finish(result);
+        match finish {
+            Finish::Completed => slot.finish(result),
+            // The forcer won: its error is the result, whatever the step
+            // said (the caller of `terminate` was told it succeeded).
+            Finish::Terminated => slot.finish(Err(slot.forced_error())),
+            Finish::Invalid(state) => debug_assert!(false, "ending a process in {state:?}"),
+        }
     }
 
     /// Sends each yield to its handler.
@@ -342,7 +457,7 @@ impl<P: SchedProcess> Core<P> {
                 }
                 None => {
                     let message = format!("unknown command `{}`", y.command.name());
-                    completer.complete(Err(Error::Failed(message)));
+                    let _ = completer.complete(Err(Error::Failed(message)));
                 }
             }
         }
@@ -485,7 +600,9 @@ impl<P: SchedProcess> Builder<P> {
             pids: PidAllocator::new(self.node),
             max_processes: self.max_processes,
             live: AtomicUsize::new(0),
+            unpublished: AtomicUsize::new(0),
             stopping: AtomicBool::new(false),
+            forcing: AtomicBool::new(false),
             drained: Mutex::new(()),
             drained_cv: Condvar::new(),
             on_start: self.on_start,
@@ -509,7 +626,7 @@ impl<P: SchedProcess> Builder<P> {
         }
         Ok(Scheduler {
             handle: Handle { core },
-            shut_down: AtomicBool::new(false),
+            shut_down: Mutex::new(None),
         })
     }
 }
@@ -577,12 +694,15 @@ impl<P: SchedProcess> Handle<P> {
     ) -> Result<JoinHandle<P>, SubmitError<P>> {
         let core = &self.core;
         // Reserve first, then check: concurrent submits cannot overshoot.
-        if core.live.fetch_add(1, Ordering::AcqRel) >= core.max_processes {
-            core.release_live();
+        // SeqCst: `unpublished` pairs with shutdown's wait (see
+        // `release_unpublished`); the limit only needs the RMW's atomicity.
+        core.unpublished.fetch_add(1, Ordering::SeqCst);
+        if core.live.fetch_add(1, Ordering::SeqCst) >= core.max_processes {
+            core.release_reservation();
             return Err(SubmitError::LimitReached(process));
         }
         if core.stopping.load(Ordering::SeqCst) {
-            core.release_live();
+            core.release_reservation();
             return Err(SubmitError::Stopping(process));
         }
         let cancel = CancelToken::new();
@@ -594,7 +714,7 @@ impl<P: SchedProcess> Handle<P> {
         };
         if let Err(e) = init {
             let _ = catch_unwind(AssertUnwindSafe(|| process.close()));
-            core.release_live();
+            core.release_reservation();
             return Err(SubmitError::Init(e));
         }
         let events = mpsc::Receiver::new();
@@ -612,6 +732,7 @@ impl<P: SchedProcess> Handle<P> {
             last_worker: AtomicUsize::new(NO_WORKER),
             cancel,
             cancel_sent: AtomicBool::new(false),
+            forced: AtomicU8::new(NOT_FORCED),
             finished: AtomicBool::new(false),
             result: ResultCell::new(),
         });
@@ -621,24 +742,35 @@ impl<P: SchedProcess> Handle<P> {
             let body = unsafe { &mut *slot.body.get() };
             let mut process = body.process.take().expect("just initialized");
             let _ = catch_unwind(AssertUnwindSafe(|| process.close()));
-            core.release_live();
+            core.release_reservation();
             return Err(SubmitError::DuplicatePid(pid, process));
         }
+        // Relaxed: a statistics counter.
         core.submitted.fetch_add(1, Ordering::Relaxed);
         tracing::debug!(pid = %pid, method, "process submitted");
-        if let Some(hook) = &core.on_start {
-            hook(pid);
+        if let Some(hook) = &core.on_start
+            && catch_unwind(AssertUnwindSafe(|| hook(pid))).is_err()
+        {
+            tracing::debug!(pid = %pid, "start hook panicked");
         }
         let handle = JoinHandle::new(slot.clone());
-        // Dekker with shutdown: it stores `stopping` then sweeps the
-        // routes; we registered the route then load `stopping`. With a
-        // SeqCst fence on each side, at least one of us sees the other, so
-        // the process gets its cancel event (sent at most once).
+        // Dekker with shutdown, twice. Shutdown stores `stopping` then
+        // sweeps the routes to send cancel events, and later stores
+        // `forcing` then sweeps them to force what is left; we registered
+        // the route, then load each flag. With a SeqCst fence on each side,
+        // at least one of us sees the other: the process gets its cancel
+        // event (sent at most once), and is forced by the sweep or by us.
         fence(Ordering::SeqCst);
+        if core.forcing.load(Ordering::SeqCst) {
+            // The forcing sweep may have missed us, and the workers may be
+            // stopping: end the process here.
+            slot.force(FORCED_CANCELLED);
+            return Ok(handle);
+        }
         let stopping = core.stopping.load(Ordering::SeqCst);
         if core.pool().submit(Task::new(slot.clone())).is_err() {
             // The workers are gone: end the process here.
-            slot.force(Error::Cancelled);
+            slot.force(FORCED_CANCELLED);
         } else if stopping {
             slot.send_cancel();
         }
@@ -649,19 +781,26 @@ impl<P: SchedProcess> Handle<P> {
     /// the process if it is Idle or Blocked.
     ///
     /// Messages from one sender arrive in the order sent, each once.
-    /// Messages still queued when a process completes are dropped.
+    /// Messages still queued when a process completes are dropped: `Ok`
+    /// means the message was queued for a process that had not finished,
+    /// not that a step saw it.
     ///
     /// # Errors
     ///
     /// [`SendError::UnknownPid`] if no live process has `pid`,
-    /// [`SendError::Finished`] if it has finished; both hand the message
-    /// back.
+    /// [`SendError::Finished`] if it has finished (or was terminated and
+    /// its last step is still running); both hand the message back.
     pub fn send(&self, pid: Pid, message: P::Payload) -> Result<(), SendError<P::Payload>> {
         let Some(slot) = self.core.routes.get(pid) else {
             return Err(SendError::UnknownPid(pid, message));
         };
+        if slot.state.load().is_complete() {
+            return Err(SendError::Finished(pid, message));
+        }
         match slot.sender.push(Event::message(message)) {
             Ok(()) => {
+                // If the process completed since, the message is dropped
+                // with the rest of its queue, as documented.
                 slot.wake();
                 Ok(())
             }
@@ -675,19 +814,24 @@ impl<P: SchedProcess> Handle<P> {
     /// Terminates process `pid`: it ends with [`Error::Terminated`] and is
     /// closed — at once if no worker is stepping it (even if it is blocked
     /// on a yield that never completes), else when its current step
-    /// returns.
+    /// returns (whatever that step returns). Its result is published after
+    /// the close, and its PID stays registered until then.
+    ///
+    /// `Ok` means this call ended the process: its result is
+    /// `Err(Terminated)`.
     ///
     /// # Errors
     ///
     /// [`TerminateError::UnknownPid`] if no live process has `pid`,
-    /// [`TerminateError::AlreadyComplete`] if it completed first.
+    /// [`TerminateError::AlreadyComplete`] if it completed first (or
+    /// another terminate or shutdown ended it).
     pub fn terminate(&self, pid: Pid) -> Result<(), TerminateError> {
         let slot = self
             .core
             .routes
             .get(pid)
             .ok_or(TerminateError::UnknownPid(pid))?;
-        if slot.force(Error::Terminated) {
+        if slot.force(FORCED_TERMINATED) {
             Ok(())
         } else {
             Err(TerminateError::AlreadyComplete(pid))
@@ -810,7 +954,9 @@ pub struct ShutdownReport {
 /// Dropping the scheduler shuts it down with a deadline of one second.
 pub struct Scheduler<P: SchedProcess> {
     handle: Handle<P>,
-    shut_down: AtomicBool,
+    /// The first shutdown's report; held while it runs, so that a
+    /// concurrent call waits for it.
+    shut_down: Mutex<Option<ShutdownReport>>,
 }
 
 impl<P: SchedProcess> std::ops::Deref for Scheduler<P> {
@@ -835,14 +981,32 @@ impl<P: SchedProcess> Scheduler<P> {
     /// Shuts down: refuses new submits, sends a cancel event to every live
     /// process, waits until all complete or `deadline` passes, then
     /// force-closes the rest (result [`Error::Cancelled`]) and stops the
-    /// workers. Never waits much past the deadline, even for a process
-    /// that ignores cancel or a step that never returns. Idempotent.
+    /// workers.
+    ///
+    /// Never waits much past the deadline, even for a process that ignores
+    /// cancel or a step that never returns. When it returns, every process
+    /// submitted before it (or racing it and accepted) has its result; each
+    /// was closed once, except one whose step was still running when the
+    /// workers were abandoned (`workers_joined` is false): that one is
+    /// closed if and when its step returns.
+    ///
+    /// Idempotent: a later call, or one racing the first, waits for the
+    /// first to finish and reports nothing more.
     pub fn shutdown(&self, deadline: Duration) -> ShutdownReport {
-        let mut report = ShutdownReport::default();
-        if self.shut_down.swap(true, Ordering::AcqRel) {
-            report.workers_joined = true;
-            return report;
+        let mut first = self.shut_down.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(done) = *first {
+            return ShutdownReport {
+                workers_joined: done.workers_joined,
+                ..ShutdownReport::default()
+            };
         }
+        let report = self.shut_down_once(deadline);
+        *first = Some(report);
+        report
+    }
+
+    fn shut_down_once(&self, deadline: Duration) -> ShutdownReport {
+        let mut report = ShutdownReport::default();
         let until = Instant::now() + deadline;
         let core = &self.handle.core;
         core.stopping.store(true, Ordering::SeqCst);
@@ -854,7 +1018,8 @@ impl<P: SchedProcess> Scheduler<P> {
         }
         {
             let mut guard = core.drained.lock().unwrap_or_else(|p| p.into_inner());
-            while core.live.load(Ordering::Acquire) != 0 {
+            // SeqCst: see `release_unpublished`.
+            while core.unpublished.load(Ordering::SeqCst) != 0 {
                 let now = Instant::now();
                 if now >= until {
                     break;
@@ -866,12 +1031,26 @@ impl<P: SchedProcess> Scheduler<P> {
                     .0;
             }
         }
+        core.forcing.store(true, Ordering::SeqCst);
+        // Pairs with the fence in `submit` (see there).
+        fence(Ordering::SeqCst);
         for (_, slot) in core.routes.snapshot() {
-            if slot.force(Error::Cancelled) {
+            if slot.force(FORCED_CANCELLED) {
                 report.forced += 1;
             }
         }
         report.workers_joined = stop_pool(core, until);
+        // What is still registered now: processes forced while running
+        // whose worker has not returned (it is stuck in a step, or slow to
+        // stop), and any a racing terminate or submit is still ending.
+        // Publish their results; a worker that returns later closes its
+        // process and finds the result already published.
+        for (_, slot) in core.routes.snapshot() {
+            if slot.force(FORCED_CANCELLED) {
+                report.forced += 1;
+            }
+            slot.finish(Err(slot.forced_error()));
+        }
         tracing::debug!(?report, "scheduler shut down");
         report
     }

@@ -1,0 +1,119 @@
+//! The join handle: blocking `join`, `is_finished`, and the handle as a
+//! `Future` (polled by a tiny executor, and by hand with a counting
+//! waker).
+#![cfg(not(stepsched_loom))]
+
+mod common;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread;
+
+use common::*;
+use stepsched::{Completer, Error};
+
+#[test]
+fn blocking_join_and_is_finished() {
+    let s = Builder::new().workers(2).build().unwrap();
+    let probe = Probe::new();
+    let h = s
+        .submit(pid(1), idle_until_message(&probe), "main", 0)
+        .unwrap();
+    assert_eq!(h.pid(), pid(1));
+    probe.wait_steps(1);
+    assert!(!h.is_finished());
+    assert!(format!("{h:?}").contains("JoinHandle"));
+    s.send(pid(1), 5).unwrap();
+    let waiter = thread::spawn(move || h.join());
+    assert_eq!(waiter.join().unwrap().unwrap(), 5);
+}
+
+#[test]
+fn join_handle_as_a_future() {
+    let s = Builder::new()
+        .workers(2)
+        .handler("x", |c: Cmd, done: Completer<FnProc>| {
+            thread::spawn(move || done.complete(Ok(c.arg + 1)));
+        })
+        .build()
+        .unwrap();
+    let (tx, _rx) = std::sync::mpsc::channel();
+    let probe = Probe::new();
+    let h = s
+        .submit(
+            pid(2),
+            yielder(&probe, vec![(1, cmd("x", 41))], tx),
+            "main",
+            0,
+        )
+        .unwrap();
+    assert_eq!(block_on(h).unwrap(), 42);
+    // Several at once, awaited in one future.
+    let handles: Vec<_> = (0..10)
+        .map(|i| {
+            let p = Probe::new();
+            s.submit(s.allocate_pid(), done_at_once(&p, i), "main", 0)
+                .unwrap()
+        })
+        .collect();
+    let sum = block_on(async move {
+        let mut sum = 0;
+        for h in handles {
+            sum += h.await.unwrap();
+        }
+        sum
+    });
+    assert_eq!(sum, 45);
+}
+
+struct CountWakes(AtomicUsize);
+
+impl Wake for CountWakes {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn polling_registers_the_waker_and_completion_wakes_it() {
+    let s = Builder::new().workers(1).build().unwrap();
+    let probe = Probe::new();
+    let mut h = s
+        .submit(pid(3), idle_until_message(&probe), "main", 0)
+        .unwrap();
+    let wakes = Arc::new(CountWakes(AtomicUsize::new(0)));
+    let waker = Waker::from(wakes.clone());
+    let mut cx = Context::from_waker(&waker);
+    assert!(Pin::new(&mut h).poll(&mut cx).is_pending());
+    // Polling again with the same waker keeps one registration.
+    assert!(Pin::new(&mut h).poll(&mut cx).is_pending());
+    assert_eq!(wakes.0.load(Ordering::SeqCst), 0);
+    s.terminate(pid(3)).unwrap();
+    assert_eq!(
+        wakes.0.load(Ordering::SeqCst),
+        1,
+        "terminate of an idle process is at once"
+    );
+    match Pin::new(&mut h).poll(&mut cx) {
+        Poll::Ready(Err(Error::Terminated)) => {}
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn dropping_the_handle_leaves_the_process_running() {
+    let s = Builder::new().workers(1).build().unwrap();
+    let probe = Probe::new();
+    drop(
+        s.submit(pid(4), idle_until_message(&probe), "main", 0)
+            .unwrap(),
+    );
+    probe.wait_steps(1);
+    assert!(s.contains(pid(4)));
+    s.send(pid(4), 1).unwrap();
+    probe.wait_closed(1);
+    assert_eq!(probe.steps(), 2);
+}

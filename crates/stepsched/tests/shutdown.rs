@@ -1,0 +1,281 @@
+//! Shutdown: cooperative processes finish on their cancel event; those
+//! that ignore it, or wait on handlers that never complete, are forced at
+//! the deadline; a step that never returns does not hold shutdown; every
+//! join handle resolves and every process is closed once; submits racing
+//! shutdown either fail with `Stopping` or complete.
+#![cfg(not(stepsched_loom))]
+
+mod common;
+
+use std::sync::mpsc::channel;
+use std::sync::{Arc, Barrier, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use common::*;
+use stepsched::{Completer, Error, JoinHandle, Pid, Status, SubmitError};
+
+/// Idle until cancelled; finishes with `Cancelled` on the cancel event,
+/// after checking the cancel token agrees.
+fn cooperative(probe: &Arc<Probe>) -> FnProc {
+    FnProc::new(probe, |events, out, ctx| {
+        for e in events {
+            if e.is_cancel() {
+                assert!(
+                    ctx.is_cancelled(),
+                    "the token is cancelled before the event"
+                );
+                return Err(Error::Cancelled);
+            }
+        }
+        out.set_status(Status::Idle);
+        Ok(())
+    })
+}
+
+/// Idle forever: ignores the cancel event.
+fn deaf(probe: &Arc<Probe>) -> FnProc {
+    FnProc::new(probe, |_, out, _| {
+        out.set_status(Status::Idle);
+        Ok(())
+    })
+}
+
+/// Blocked forever on a yield whose handler never completes; ignores
+/// cancel.
+fn stuck_on_yield(probe: &Arc<Probe>) -> FnProc {
+    let mut first = true;
+    FnProc::new(probe, move |_, out, _| {
+        if std::mem::take(&mut first) {
+            out.push_yield(1, cmd("never", 0));
+        }
+        out.set_status(Status::Yield);
+        Ok(())
+    })
+}
+
+fn never_completing() -> impl Fn(Cmd, Completer<FnProc>) + Send + Sync + 'static {
+    let held = Mutex::new(Vec::new());
+    move |_, done| held.lock().unwrap().push(done)
+}
+
+fn scheduler(workers: usize, completed: &Arc<Ledger<Pid>>) -> Sched {
+    let completed = completed.clone();
+    Builder::new()
+        .workers(workers)
+        .handler("never", never_completing())
+        .on_complete(move |pid, _| completed.record(pid))
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn cooperative_processes_finish_on_cancel() {
+    let completed = Ledger::new();
+    let s = scheduler(2, &completed);
+    let probes: Vec<_> = (0..20).map(|_| Probe::new()).collect();
+    let handles: Vec<_> = probes
+        .iter()
+        .enumerate()
+        .map(|(i, p)| s.submit(pid(i as u64), cooperative(p), "main", 0).unwrap())
+        .collect();
+    for p in &probes {
+        p.wait_steps(1);
+    }
+    let report = s.shutdown(Duration::from_secs(10));
+    assert_eq!(report.cancelled, 20);
+    assert_eq!(report.forced, 0);
+    assert!(report.workers_joined);
+    for h in handles {
+        assert!(h.is_finished(), "shutdown returned before a result");
+        assert!(matches!(h.join(), Err(Error::Cancelled)));
+    }
+    for p in &probes {
+        assert_eq!(
+            p.counts(),
+            Counts {
+                inits: 1,
+                steps: 2,
+                closes: 1
+            }
+        );
+        assert_eq!(p.overlaps(), 0);
+    }
+    completed.assert_exactly_once((0..20).map(pid));
+    let stats = s.stats();
+    assert_eq!((stats.submitted, stats.failed, stats.live), (20, 20, 0));
+}
+
+#[test]
+fn processes_that_ignore_cancel_or_wait_forever_are_forced() {
+    let completed = Ledger::new();
+    let s = scheduler(2, &completed);
+    let mut all = Vec::new();
+    for i in 0..9u64 {
+        let probe = Probe::new();
+        let p = match i % 3 {
+            0 => cooperative(&probe),
+            1 => deaf(&probe),
+            _ => stuck_on_yield(&probe),
+        };
+        let h = s.submit(pid(i), p, "main", 0).unwrap();
+        all.push((i, probe, h));
+    }
+    for (_, p, _) in &all {
+        p.wait_steps(1);
+    }
+    let report = s.shutdown(Duration::from_millis(50));
+    assert_eq!(report.cancelled, 9);
+    assert_eq!(report.forced, 6);
+    assert!(report.workers_joined);
+    for (i, probe, h) in all {
+        assert!(h.is_finished());
+        assert!(matches!(h.join(), Err(Error::Cancelled)));
+        assert_eq!(probe.closes(), 1, "process {i}");
+    }
+    completed.assert_exactly_once((0..9).map(pid));
+    assert_eq!(s.stats().live, 0);
+}
+
+#[test]
+fn a_step_that_never_returns_does_not_hold_shutdown() {
+    let completed = Ledger::new();
+    let s = scheduler(1, &completed);
+    let probe = Probe::new();
+    let (entered, in_step) = channel();
+    let release = Arc::new(Barrier::new(2));
+    let held = release.clone();
+    let p = FnProc::new(&probe, move |_, out, _| {
+        entered.send(()).unwrap();
+        held.wait();
+        out.set_status(Status::Idle);
+        Ok(())
+    });
+    let h = s.submit(pid(1), p, "main", 0).unwrap();
+    in_step.recv().unwrap();
+    let report = s.shutdown(Duration::from_millis(20));
+    assert_eq!((report.cancelled, report.forced), (1, 1));
+    assert!(!report.workers_joined, "the worker is stuck in the step");
+    // The result is published even though the step has not returned.
+    assert!(matches!(join(h), Err(Error::Cancelled)));
+    completed.assert_exactly_once([pid(1)]);
+    // When the step returns, the worker closes the process, once.
+    release.wait();
+    probe.wait_closed(1);
+    assert_eq!(
+        probe.counts(),
+        Counts {
+            inits: 1,
+            steps: 1,
+            closes: 1
+        }
+    );
+}
+
+#[test]
+fn submit_after_shutdown_is_refused_and_shutdown_is_idempotent() {
+    let completed = Ledger::new();
+    let s = scheduler(2, &completed);
+    let report = s.shutdown(Duration::from_secs(1));
+    assert_eq!((report.cancelled, report.forced), (0, 0));
+    assert!(report.workers_joined);
+    let probe = Probe::new();
+    let err = s
+        .submit(pid(1), cooperative(&probe), "main", 0)
+        .unwrap_err();
+    assert!(matches!(err, SubmitError::Stopping(_)), "{err:?}");
+    assert!(err.into_process().is_some());
+    assert_eq!(
+        probe.counts(),
+        Counts::default(),
+        "a refused process is not initialized"
+    );
+    let again = s.shutdown(Duration::from_secs(1));
+    assert_eq!((again.cancelled, again.forced), (0, 0));
+    assert!(matches!(
+        s.send(pid(1), 1),
+        Err(stepsched::SendError::UnknownPid(..))
+    ));
+}
+
+#[test]
+fn dropping_the_scheduler_shuts_it_down() {
+    let completed = Ledger::new();
+    let s = scheduler(2, &completed);
+    let coop = Probe::new();
+    let deaf_probe = Probe::new();
+    let h1 = s.submit(pid(1), cooperative(&coop), "main", 0).unwrap();
+    let h2 = s.submit(pid(2), deaf(&deaf_probe), "main", 0).unwrap();
+    coop.wait_steps(1);
+    deaf_probe.wait_steps(1);
+    drop(s);
+    assert!(matches!(h1.join(), Err(Error::Cancelled)));
+    assert!(matches!(h2.join(), Err(Error::Cancelled)));
+    assert_eq!(coop.closes(), 1);
+    assert_eq!(deaf_probe.closes(), 1);
+}
+
+/// Submitters race a shutdown; every accepted process must complete (it
+/// gets its cancel event, or is forced) and be closed once.
+fn race_submits_with_shutdown(deadline: Duration, ignore_cancel: bool, rounds: usize) {
+    const SUBMITTERS: usize = 2;
+    for round in 0..rounds {
+        let completed = Ledger::new();
+        let s = Arc::new(scheduler(2, &completed));
+        let barrier = Arc::new(Barrier::new(SUBMITTERS + 1));
+        let threads: Vec<_> = (0..SUBMITTERS)
+            .map(|t| {
+                let (s, barrier) = (s.clone(), barrier.clone());
+                thread::spawn(move || {
+                    barrier.wait();
+                    let mut accepted: Vec<(JoinHandle<FnProc>, Arc<Probe>)> = Vec::new();
+                    for i in 0.. {
+                        let probe = Probe::new();
+                        let p = if ignore_cancel {
+                            deaf(&probe)
+                        } else {
+                            cooperative(&probe)
+                        };
+                        let pid = Pid::new(t as u32, i);
+                        match s.submit(pid, p, "main", 0) {
+                            Ok(h) => accepted.push((h, probe)),
+                            Err(SubmitError::Stopping(_)) => break,
+                            Err(e) => panic!("unexpected {e:?}"),
+                        }
+                    }
+                    accepted
+                })
+            })
+            .collect();
+        barrier.wait();
+        let report = s.shutdown(deadline);
+        assert!(report.workers_joined);
+        let mut n = 0;
+        for t in threads {
+            for (h, probe) in t.join().unwrap() {
+                let pid = h.pid();
+                let r = join(h);
+                assert!(
+                    matches!(r, Err(Error::Cancelled)),
+                    "round {round} {pid}: {r:?}"
+                );
+                probe.wait_closed(1);
+                assert_eq!(probe.closes(), 1);
+                assert_eq!(completed.count(&pid), 1);
+                n += 1;
+            }
+        }
+        assert_eq!(completed.total(), n);
+        assert_eq!(s.stats().live, 0);
+    }
+}
+
+#[test]
+fn submits_racing_shutdown_complete_or_fail_with_stopping() {
+    race_submits_with_shutdown(Duration::from_secs(5), false, 20);
+}
+
+#[test]
+fn submits_racing_a_zero_deadline_shutdown_never_hang() {
+    race_submits_with_shutdown(Duration::ZERO, true, 40);
+}
