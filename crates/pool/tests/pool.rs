@@ -709,3 +709,51 @@ fn shutdown_from_inside_a_worker_does_not_deadlock() {
     drop(pool);
     done_rx.recv().unwrap();
 }
+
+mod random_forests {
+    //! Property: for random worker counts, forest shapes and submission
+    //! paths, every item runs exactly once and the counters agree.
+
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+        #[test]
+        fn every_item_runs_once(
+            workers in 1usize..4,
+            tree in 1usize..40,
+            trees in 1usize..20,
+            routes in prop::collection::vec(0u8..3, 64),
+        ) {
+            let items = tree * trees;
+            let ledger = Ledger::new(items);
+            let l = ledger.clone();
+            let pool = Pool::builder()
+                .workers(workers)
+                .build(move |id: usize, ctx: &WorkerContext<usize>| {
+                    l.hit(id);
+                    let start = id - id % tree;
+                    let local = id - start;
+                    for child in [2 * local + 1, 2 * local + 2] {
+                        if child < tree {
+                            let item = start + child;
+                            match routes[item % routes.len()] {
+                                0 => ctx.push(item),
+                                1 => ctx.submit_to(item % ctx.workers(), item).unwrap(),
+                                _ => ctx.inject(item),
+                            }
+                        }
+                    }
+                })
+                .unwrap();
+            for root in (0..items).step_by(tree) {
+                pool.submit(root).unwrap();
+            }
+            pool.shutdown();
+            ledger.assert_exactly_once();
+            prop_assert_eq!(total(&pool.stats()).items_run, items as u64);
+        }
+    }
+}
