@@ -2,7 +2,7 @@
 //!
 //! # Finding work
 //!
-//! Each call of [`Worker::find`] looks, in order, at:
+//! Each call of [`Search::find`] looks, in order, at:
 //!
 //! 1. the worker's own deque (LIFO pop);
 //! 2. its own affinity inbox;
