@@ -230,7 +230,7 @@ impl<T: Send + 'static> WorkerContext<T> {
         // enough: loom found a thief taking the first of two pushed items,
         // after which the second lands in a one-item deque, unannounced,
         // behind an owner that then blocks.
-        self.shared.sleep.notify_one(None);
+        self.announce_local();
     }
 
     /// Queues `item` on worker `worker`'s inbox (affinity). The owner takes
@@ -367,6 +367,16 @@ impl<T: Send + 'static> WorkerContext<T> {
     #[cfg(all(test, stepsched_loom))]
     pub(crate) fn drain_local(&self) -> Vec<T> {
         std::iter::from_fn(|| self.deque.pop()).collect()
+    }
+
+    /// Announces work this worker made visible in its own deque. In a
+    /// one-worker pool there is nobody to wake: the pusher is the only
+    /// worker and it is awake, so the fence is skipped.
+    #[inline]
+    fn announce_local(&self) {
+        if self.shared.workers() > 1 {
+            self.shared.sleep.notify_one(None);
+        }
     }
 
     #[inline]
@@ -518,7 +528,7 @@ impl Search {
                 // because a worker was searching; that worker's re-check no
                 // longer sees them in the global queue, so announce them
                 // again from their new place (found by loom).
-                shared.sleep.notify_one(None);
+                ctx.announce_local();
             }
             return Found::Item(item);
         }
