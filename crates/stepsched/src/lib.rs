@@ -84,18 +84,34 @@
 //!
 //! * Each process is stepped by at most one worker at a time, and completes
 //!   exactly once: its result is published once, `close` is called once.
+//! * The result is published after `close`: when [`JoinHandle::join`]
+//!   returns, the process is closed, the completion hook has run, and its
+//!   PID and its place under the process limit are free (except for a step
+//!   that never returns at shutdown, whose result shutdown publishes
+//!   without waiting for it).
 //! * No completion or message pushed to a live process is lost: it is in
 //!   the events of a later step. Messages from one sender arrive in order.
-//!   Events still queued when a process completes are dropped.
+//!   Events still queued when a process completes (also by terminate or
+//!   shutdown) are dropped, never stepped.
+//! * A successful [`Handle::terminate`] means the result is
+//!   [`Error::Terminated`].
 //! * A panic in `init`, `step` or a handler fails only that process (or that
 //!   yield, as an error completion); the worker goes on.
-//! * A process that always continues cannot starve others: it goes to the
-//!   back of the global queue after each step.
-//! * [`Scheduler::shutdown`] never waits much past its deadline.
+//! * A process that keeps running — returning `Continue`, or woken again
+//!   and again while it runs — cannot starve others: it goes to the back
+//!   of the global queue.
+//! * [`Scheduler::shutdown`] never waits much past its deadline, and a
+//!   submit racing it either fails with [`SubmitError::Stopping`] or its
+//!   process completes.
 //!
 //! The design, with the life of a process through its states, is in
 //! `docs/architecture.md`.
 #![cfg_attr(not(test), warn(missing_docs))]
+
+/// The README's examples, compiled and run as doctests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
 
 mod error;
 mod handler;

@@ -14,9 +14,10 @@ use std::thread;
 use common::*;
 use stepsched::{Completer, Error, Event, Status};
 
-const PROCESSES: u64 = 150;
+const PROCESSES: u64 = 300;
+const SCENARIOS: u64 = 4;
 const SENDERS: i64 = 2;
-const MESSAGES: i64 = 20;
+const MESSAGES: i64 = 40;
 const FIN: i64 = 999_999;
 
 /// xorshift64*: a small deterministic generator per process.
@@ -142,6 +143,12 @@ fn shuffler(rx: Receiver<Work>) -> thread::JoinHandle<()> {
 
 #[test]
 fn every_process_steps_alone_and_completes_exactly_once() {
+    for scenario in 0..SCENARIOS {
+        run_scenario(scenario);
+    }
+}
+
+fn run_scenario(scenario: u64) {
     let completed = Ledger::new();
     let (pool_tx, pool) = completer_threads(2);
     let (shuffle_tx, shuffle_rx) = channel();
@@ -172,8 +179,13 @@ fn every_process_steps_alone_and_completes_exactly_once() {
         .iter()
         .enumerate()
         .map(|(i, p)| {
-            s.submit(pid(i as u64), checked_process(p, i as u64), "main", 0)
-                .unwrap()
+            s.submit(
+                pid(i as u64),
+                checked_process(p, scenario * PROCESSES + i as u64),
+                "main",
+                0,
+            )
+            .unwrap()
         })
         .collect();
     let barrier = Arc::new(Barrier::new(SENDERS as usize));

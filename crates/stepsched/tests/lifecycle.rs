@@ -242,3 +242,23 @@ fn a_reused_pid_is_never_touched_by_its_old_process() {
     assert!(matches!(&got[0], (p, Err(e)) if *p == x && e.contains("terminated")));
     assert_eq!(got[1], (x, Ok(77)));
 }
+
+#[test]
+fn a_panicking_start_hook_does_not_lose_the_process() {
+    let s = Builder::new()
+        .workers(1)
+        .on_start(|pid| {
+            if pid.number() == 1 {
+                panic!("start hook exploded");
+            }
+        })
+        .build()
+        .unwrap();
+    let probe = Probe::new();
+    let h = s
+        .submit(pid(1), done_at_once(&probe, 3), "main", 0)
+        .unwrap();
+    assert_eq!(join(h).unwrap(), 3);
+    probe.wait_closed(1);
+    assert_eq!(s.stats().live, 0);
+}

@@ -279,3 +279,31 @@ fn submits_racing_shutdown_complete_or_fail_with_stopping() {
 fn submits_racing_a_zero_deadline_shutdown_never_hang() {
     race_submits_with_shutdown(Duration::ZERO, true, 40);
 }
+
+#[test]
+fn a_racing_second_shutdown_waits_for_the_first() {
+    let completed = Ledger::new();
+    let s = Arc::new(scheduler(2, &completed));
+    let probe = Probe::new();
+    let h = s.submit(pid(1), deaf(&probe), "main", 0).unwrap();
+    probe.wait_steps(1);
+    let barrier = Arc::new(Barrier::new(2));
+    let other = {
+        let (s, barrier) = (s.clone(), barrier.clone());
+        thread::spawn(move || {
+            barrier.wait();
+            s.shutdown(Duration::from_millis(50))
+        })
+    };
+    barrier.wait();
+    let mine = s.shutdown(Duration::from_millis(50));
+    // Whichever call came second returned only after the first forced
+    // the process.
+    assert!(h.is_finished());
+    let theirs = other.join().unwrap();
+    assert!(h.is_finished());
+    assert_eq!(mine.forced + theirs.forced, 1);
+    assert!(mine.workers_joined && theirs.workers_joined);
+    assert!(matches!(h.join(), Err(Error::Cancelled)));
+    assert_eq!(probe.closes(), 1);
+}

@@ -61,6 +61,34 @@ fn terminate_a_running_process() {
 }
 
 #[test]
+fn terminate_wins_over_the_done_of_the_step_it_interrupted() {
+    let completed = Ledger::new();
+    let s = holding(1, &completed);
+    let probe = Probe::new();
+    let (entered, in_step) = channel();
+    let go = Arc::new(Barrier::new(2));
+    let release = go.clone();
+    let p = FnProc::new(&probe, move |_, out, _| {
+        entered.send(()).unwrap();
+        release.wait();
+        out.set_status(Status::Done(1));
+        Ok(())
+    });
+    let h = s.submit(pid(1), p, "main", 0).unwrap();
+    in_step.recv().unwrap();
+    assert_eq!(s.terminate(pid(1)), Ok(()));
+    assert_eq!(
+        s.terminate(pid(1)),
+        Err(TerminateError::AlreadyComplete(pid(1)))
+    );
+    go.wait();
+    assert!(matches!(join(h), Err(Error::Terminated)));
+    assert_eq!(probe.closes(), 1);
+    let stats = s.stats();
+    assert_eq!((stats.completed, stats.failed), (0, 1));
+}
+
+#[test]
 fn terminate_a_blocked_and_an_idle_process() {
     let completed = Ledger::new();
     let s = holding(2, &completed);
