@@ -60,9 +60,11 @@
 //!   including work queued by running items, then joins the workers.
 //!   Submissions from outside the pool are refused once it has begun, with
 //!   the item handed back in the error.
-//! * A panic in the run function is caught: the worker counts it in
-//!   [`WorkerStats::panics`], drops nothing but the panicking item, and
-//!   goes on. The pool never loses a worker to a panic.
+//! * A panic in the run function is caught (`catch_unwind`): the worker
+//!   counts it in [`WorkerStats::panics`] and goes on with the next item;
+//!   the panicking item is consumed (dropped by the unwinding), work it
+//!   queued before panicking still runs. The pool never loses a worker and
+//!   never deadlocks because of a panic.
 //! * Work conservation: an item queued on a busy worker is taken by an idle
 //!   one. Every push onto a deque wakes a sleeper if nobody is searching,
 //!   and inboxes can be drained by any worker.

@@ -392,7 +392,8 @@ impl<T: Send + 'static> WorkerContext<T> {
         counters.items_run.inc();
         if let Err(payload) = result {
             counters.panics.inc();
-            drop(payload);
+            // A payload whose own drop panics must not take the worker down.
+            let _ = catch_unwind(AssertUnwindSafe(move || drop(payload)));
         }
     }
 }
