@@ -1,0 +1,947 @@
+//! The queue: a segmented fetch-and-add MPSC list with close and generations.
+//!
+//! # Algorithm
+//!
+//! The queue is an unbounded sequence of slots numbered by a 32-bit index
+//! that wraps. Slots live in blocks of [`BLOCK_CAP`] (32) that form a linked
+//! list in index order. The design is the segmented fetch-and-add list of
+//! tokio's unbounded channel (`tokio::sync::mpsc::list`, Carl Lerche, 2019),
+//! itself a descendant of the array-of-segments queues of Morrison and Afek
+//! (LCRQ, 2013) and Yang and Mellor-Crummey (2016); we benchmarked it against
+//! Vyukov's intrusive node queue as the baseline it replaces (one shared RMW
+//! per push for Vyukov's `swap`, plus a node allocation or a contended free
+//! list; here one shared RMW per push plus one on the block's ready word,
+//! with one allocation-or-recycle per 32 pushes). On top of it come close,
+//! generations and tombstones, which are ours.
+//!
+//! * **The tail word** (`tail: AtomicU64`) packs the next index to claim
+//!   (high 32 bits), the generation (31 bits) and a `CLOSED` bit. A push
+//!   *claims* an index with one `fetch_add`, and the value that `fetch_add`
+//!   returns says, atomically with the claim, whether the queue was open and
+//!   of the sender's generation. That single RMW is the push's
+//!   linearization point: close and reset are RMWs on the same word, so
+//!   every claim is totally ordered against them.
+//! * **Writing.** The producer finds the block of its index (below), writes
+//!   the value into the slot and sets the slot's ready bit with a Release
+//!   `fetch_or`. A claim that was refused (closed, or another generation)
+//!   still owns its index, so it sets the ready bit together with a
+//!   *tombstone* bit and hands the value back. Every claimed index thus
+//!   becomes ready exactly once. A cheap pre-check (a plain load of `tail`)
+//!   refuses most pushes on a closed or reset queue before they claim
+//!   anything, so a closed queue does not grow; only pushes racing the
+//!   close leave tombstones.
+//! * **Draining.** The single consumer keeps its index and a pointer to the
+//!   block holding it, and takes the longest run of ready slots from there,
+//!   block after block, skipping tombstones. It stops at the first slot that
+//!   is claimed but not yet written: that push is still in progress (the
+//!   equivalent of Vyukov's "tail swapped but not linked yet"); its value
+//!   and every later one are found by a later drain once the producer
+//!   finishes. Nothing is ever skipped for good.
+//! * **Finding a block** (lock-free). Producers share a *hint* pointer to a
+//!   block at or before every block a producer may still need. A producer
+//!   walks `next` pointers from the hint to its block; where `next` is null
+//!   it allocates a block and links it with a CAS (on losing the race it
+//!   appends its block further down rather than freeing it). While walking,
+//!   it moves the hint past blocks that are *final* (every slot ready), so
+//!   the hint never passes a block that a claimed but unwritten index needs.
+//!
+//! # Reuse and ABA-safety
+//!
+//! Steady state does not allocate: the consumer recycles each block it has
+//! finished by resetting it and appending it after the end of the list,
+//! where producers find it already linked (it keeps at most 32 such spare
+//! blocks, 1024 slots, beyond the newest claim and frees the rest). Reusing a block while a producer still holds a pointer to
+//! it would be the ABA hazard of node reuse; it is ruled out by the
+//! *release protocol*:
+//!
+//! 1. The hint moves past a block `B` only by a CAS from `B` to `B.next`.
+//!    The producer whose CAS succeeds then reads `tail` with
+//!    `fetch_add(0, Release)` (an RMW, so it reads the latest claim) and
+//!    records that index `T` in `B` as *released at T*.
+//! 2. A producer with claim `i` that dereferences `B` loaded the hint before
+//!    that CAS. Its claim `fetch_add(Acquire)` either comes after the
+//!    `fetch_add(0)` in `tail`'s modification order (then it synchronizes
+//!    with it and must have loaded the moved hint, a contradiction), or
+//!    before it, and then `i < T`.
+//! 3. The consumer recycles `B` only once `B` is released at `T` and its own
+//!    index has reached `T`, which means slot `i` has been taken, so that
+//!    producer set its ready bit (Release, read with Acquire), and that was
+//!    its last access to any block.
+//! 4. Blocks after the one a producer needs cannot be recycled while it
+//!    works, because the consumer cannot move past its unwritten slot and
+//!    recycles blocks in list order behind itself.
+//!
+//! So a block is reset only when no producer can reach it; the hint's CAS
+//! cannot suffer ABA either, since the block a walker stands on cannot be
+//! recycled under it. Indices wrap at 2^32; comparisons are wrapping and
+//! valid while fewer than 2^31 slots separate the consumer from the newest
+//! claim. A producer that would grow the list beyond 2^30 undrained slots
+//! aborts the process (like `Arc`'s reference-count overflow), which keeps
+//! every comparison valid.
+//!
+//! # Generations and reset
+//!
+//! `reset` (consumer only) closes the queue if needed, remembering the index
+//! `C` at which `CLOSED` was set: every claim below `C` was accepted, every
+//! claim from `C` on was refused. It then drains until its index reaches
+//! `C`, waiting for accepted pushes still writing (each is a few
+//! instructions from done), and finally reopens the word with the next
+//! generation in one CAS. A push bound to the old generation is therefore
+//! either accepted before `C` and returned by reset's drain (the
+//! `leftovers`), or refused and handed back: refused by the pre-check or
+//! the claim while closed, or, if its claim lands after the reopen, by the
+//! generation mismatch in the word its claim returned. It can never be
+//! drained in the new generation.
+
+use core::fmt;
+use core::marker::PhantomData;
+use core::ptr::NonNull;
+
+use crossbeam_utils::CachePadded;
+
+use crate::block::{BLOCK_CAP, Block, OFFSET_MASK, reached, start_of};
+use crate::error::PushError;
+use crate::primitive::cell::UnsafeCell;
+use crate::primitive::sync::Arc;
+use crate::primitive::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use crate::primitive::wait::snooze;
+
+/// `tail` bit 0: the queue is closed.
+const CLOSED: u64 = 1;
+/// Generations are 31-bit (bits 1..=31 of `tail`).
+const GEN_MASK: u32 = u32::MAX >> 1;
+/// One claim: the index lives in the high 32 bits of `tail`, so its carry
+/// out of bit 63 is discarded (wrapping) and never reaches the flags.
+const ONE_CLAIM: u64 = 1 << 32;
+/// The flag and generation half of `tail`.
+const LOW_HALF: u64 = u32::MAX as u64;
+/// The first index of a new queue: a few blocks before the wrap of the
+/// index space, so that every test crosses the wrap early.
+const INITIAL_INDEX: u32 = 0u32.wrapping_sub(4 * BLOCK_CAP);
+/// Most undrained slots a queue may hold before a producer aborts.
+const MAX_SPAN: u32 = 1 << 30;
+/// Most recycled blocks kept linked beyond the newest claim (1024 slots);
+/// beyond that, finished blocks are freed.
+#[cfg(not(stepsched_loom))]
+const MAX_SPARE_BLOCKS: u32 = 32;
+/// Under loom: one spare, so that freeing surplus blocks is modelled too.
+#[cfg(stepsched_loom)]
+const MAX_SPARE_BLOCKS: u32 = 1;
+
+#[inline(always)]
+const fn index_of(word: u64) -> u32 {
+    (word >> 32) as u32
+}
+
+#[inline(always)]
+const fn gen_of(word: u64) -> u32 {
+    (word as u32) >> 1
+}
+
+/// Why a claim or pre-check refuses a push, from the `tail` word it read.
+#[derive(Clone, Copy)]
+enum Refusal {
+    Closed,
+    Stale,
+}
+
+impl Refusal {
+    #[inline(always)]
+    fn of(word: u64, generation: u32) -> Option<Refusal> {
+        // Open and of our generation: the whole low half equals `gen << 1`.
+        if word as u32 == generation << 1 {
+            None
+        } else if gen_of(word) != generation {
+            Some(Refusal::Stale)
+        } else {
+            Some(Refusal::Closed)
+        }
+    }
+
+    #[inline(always)]
+    fn with<T>(self, value: T) -> PushError<T> {
+        match self {
+            Refusal::Closed => PushError::Closed(value),
+            Refusal::Stale => PushError::StaleGeneration(value),
+        }
+    }
+}
+
+/// The generation of a queue: bumped by every [`Receiver::reset`].
+///
+/// Generations are 31-bit and wrap after 2^31 resets of the same queue; a
+/// [`Sender`] kept across exactly that many resets would be accepted again.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Generation(u32);
+
+impl Generation {
+    /// The generation number (31 bits).
+    pub const fn get(self) -> u32 {
+        self.0
+    }
+}
+
+impl fmt::Display for Generation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// The state shared by the senders and the receiver.
+struct Shared<T> {
+    /// Next index to claim (high half), generation and `CLOSED` (low half).
+    tail: CachePadded<AtomicU64>,
+    /// A block at or before every block a producer may still need.
+    hint: CachePadded<AtomicPtr<Block<T>>>,
+    /// The consumer's index, published after each drain; read only by
+    /// producers growing the list, for the span limit.
+    consumer_index: CachePadded<AtomicU32>,
+    /// Where the consumer stopped (oldest block it still owns, its index),
+    /// written once by the dropping `Receiver`, read by `Shared::drop`.
+    orphan: UnsafeCell<Option<(NonNull<Block<T>>, u32)>>,
+    /// Owns `T`s; `*mut` so that Send/Sync come only from the impls below.
+    _owns: PhantomData<*mut T>,
+}
+
+// SAFETY: values of `T` are moved in by producers and out by the single
+// consumer, each value crossing threads once, so `T: Send` suffices; no `&T`
+// is ever shared. Every other field is an atomic or is accessed only by the
+// unique receiver or by `drop`.
+unsafe impl<T: Send> Send for Shared<T> {}
+// SAFETY: as above; the shared operations (`push`, the walk) go through
+// atomics, and the unsynchronized fields are owned by the unique receiver.
+unsafe impl<T: Send> Sync for Shared<T> {}
+
+impl<T> Shared<T> {
+    /// Returns the block holding `index`, growing the list if needed.
+    ///
+    /// The caller has claimed `index` and not yet marked it ready, which
+    /// keeps every block this walk touches alive (module docs, release
+    /// protocol).
+    #[inline]
+    fn find_block(&self, index: u32) -> NonNull<Block<T>> {
+        let start = start_of(index);
+        let offset = index & OFFSET_MASK;
+        // Acquire: pairs with the Release CAS that moved the hint (and,
+        // transitively, the Release CAS that linked the block), so the
+        // block's fields are visible.
+        let mut ptr = self.hint.load(Ordering::Acquire);
+        // SAFETY: the hint is never null, and the block is live for us: the
+        // release protocol keeps it from being recycled before our slot is
+        // taken by the consumer.
+        let mut block = unsafe { &*ptr };
+        let mut block_start = block.start();
+        if block_start == start {
+            // SAFETY: `ptr` is non-null (just dereferenced).
+            return unsafe { NonNull::new_unchecked(ptr) };
+        }
+        // Only claims a few blocks ahead of the hint try to move it, which
+        // keeps most producers off the hint's cache line.
+        let distance = start.wrapping_sub(block_start) / BLOCK_CAP;
+        let mut advance = distance > offset;
+        loop {
+            // Acquire: pairs with the Release CAS in `Block::try_push` that
+            // linked the next block, so its fields are visible.
+            let next = match block.next(Ordering::Acquire) {
+                Some(next) => next,
+                None => {
+                    self.check_span(block_start.wrapping_add(BLOCK_CAP));
+                    block.grow()
+                }
+            };
+            advance = advance && block.is_final();
+            if advance {
+                // Release: publishes the (already visible to us) next block
+                // to producers that load the hint with Acquire. Relaxed on
+                // failure: we only stop advancing.
+                if self
+                    .hint
+                    .compare_exchange(ptr, next.as_ptr(), Ordering::Release, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    // Release RMW: reads the latest claim (RMWs always read
+                    // the last value in modification order), and any claim
+                    // after it synchronizes with it and so sees the moved
+                    // hint. This is step 1-2 of the release protocol.
+                    let observed = self.tail.fetch_add(0, Ordering::Release);
+                    block.mark_released(index_of(observed));
+                } else {
+                    advance = false;
+                }
+            }
+            ptr = next.as_ptr();
+            // SAFETY: live, as argued for the hint block: it lies between
+            // the hint we loaded and our own block, or after our block.
+            block = unsafe { next.as_ref() };
+            block_start = block.start();
+            if block_start == start {
+                return next;
+            }
+        }
+    }
+
+    /// Aborts if growing the list to a block starting at `new_start` would
+    /// break the wrapping-index invariant (2^30 undrained slots).
+    #[cold]
+    fn check_span(&self, new_start: u32) {
+        // Relaxed: a stale consumer index only makes the check stricter. The
+        // null `next` that brought us here may be stale too (the block may
+        // already be linked and even consumed), so a block *behind* the
+        // consumer (negative distance) is fine: only growth far ahead aborts.
+        let consumer = self.consumer_index.load(Ordering::Relaxed);
+        if new_start.wrapping_sub(consumer) as i32 > MAX_SPAN as i32 {
+            eprintln!("stepsched-mpsc: more than 2^30 undrained events in one queue; aborting");
+            std::process::abort();
+        }
+    }
+}
+
+impl<T> Drop for Shared<T> {
+    fn drop(&mut self) {
+        // SAFETY: `drop` has exclusive access; the receiver wrote `orphan`
+        // before releasing its `Arc`, whose drop orders that write before
+        // this one.
+        let orphan = self.orphan.with_mut(|p| unsafe { (*p).take() });
+        let Some((mut block, index)) = orphan else {
+            return;
+        };
+        loop {
+            // SAFETY: every block from the consumer's oldest one on is live
+            // and no other thread exists any more.
+            let b = unsafe { block.as_ref() };
+            let start = b.start();
+            for offset in 0..BLOCK_CAP {
+                let (ready, tomb) = b.slot_state(offset);
+                if ready && !tomb && reached(start.wrapping_add(offset), index) {
+                    // SAFETY: written, not a tombstone, not taken by the
+                    // consumer (at or after its index).
+                    unsafe { b.drop_value(offset) };
+                }
+            }
+            // Relaxed: no other thread exists.
+            let next = b.next(Ordering::Relaxed);
+            // SAFETY: unreachable now; its values were dropped above.
+            unsafe { Block::free(block) };
+            match next {
+                Some(n) => block = n,
+                None => break,
+            }
+        }
+    }
+}
+
+/// Creates an open queue of generation 0, returning a sender bound to that
+/// generation and the receiver.
+///
+/// ```
+/// let (tx, mut rx) = stepsched_mpsc::channel();
+/// tx.push("hello").unwrap();
+/// let mut out = Vec::new();
+/// rx.drain_into(&mut out);
+/// assert_eq!(out, ["hello"]);
+/// ```
+pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
+    let rx = Receiver::new();
+    (rx.sender(), rx)
+}
+
+/// A producer handle: pushes into the queue from any thread, lock-free.
+///
+/// A sender is bound to the generation that was current when it was made
+/// (by [`Receiver::sender`] or [`channel`]); once the queue is reset its
+/// pushes are refused with [`PushError::StaleGeneration`]. It is small (an
+/// `Arc` and a `u32`) and cheap to clone.
+pub struct Sender<T> {
+    shared: Arc<Shared<T>>,
+    generation: u32,
+}
+
+impl<T> Sender<T> {
+    /// Pushes `value`, or hands it back if the queue is closed or has been
+    /// reset since this sender was made.
+    ///
+    /// Lock-free: one load and one `fetch_add` on the tail word, a walk of
+    /// usually zero blocks, a write and a `fetch_or`; once every 32 pushes a
+    /// block is linked (recycled, or allocated when none is spare).
+    ///
+    /// ```
+    /// use stepsched_mpsc::{channel, PushError};
+    ///
+    /// let (tx, mut rx) = channel();
+    /// assert!(tx.push(1).is_ok());
+    /// rx.reset(&mut Vec::new());
+    /// assert_eq!(tx.push(2), Err(PushError::StaleGeneration(2)));
+    /// assert!(rx.sender().push(3).is_ok());
+    /// ```
+    #[inline]
+    pub fn push(&self, value: T) -> Result<(), PushError<T>> {
+        let shared = &*self.shared;
+        // Relaxed: a refusal based on any value `tail` held since this
+        // sender was made is correct (the queue was closed or reset at that
+        // point); nothing is read through it.
+        let seen = shared.tail.load(Ordering::Relaxed);
+        if let Some(refusal) = Refusal::of(seen, self.generation) {
+            return Err(refusal.with(value));
+        }
+        self.claim_and_write(value)
+    }
+
+    /// The part of `push` after the pre-check: claims an index and writes
+    /// the value, or a tombstone if the claim says the push is refused.
+    #[inline(always)]
+    fn claim_and_write(&self, value: T) -> Result<(), PushError<T>> {
+        let shared = &*self.shared;
+        // Acquire: pairs with the Release `fetch_add(0)` of the release
+        // protocol (`Shared::find_block`).
+        let claim = shared.tail.fetch_add(ONE_CLAIM, Ordering::Acquire);
+        let index = index_of(claim);
+        let block = shared.find_block(index);
+        let offset = index & OFFSET_MASK;
+        // SAFETY: `find_block` returns the live block holding our claimed,
+        // still unwritten index.
+        let block = unsafe { block.as_ref() };
+        match Refusal::of(claim, self.generation) {
+            None => {
+                // SAFETY: we claimed this slot; it is ours alone to write.
+                unsafe { block.write(offset, value) };
+                Ok(())
+            }
+            Some(refusal) => {
+                block.tombstone(offset);
+                Err(refusal.with(value))
+            }
+        }
+    }
+
+    /// The generation this sender is bound to.
+    pub fn generation(&self) -> Generation {
+        Generation(self.generation)
+    }
+
+    /// Whether a push would be refused now (closed, or another generation).
+    pub fn is_closed(&self) -> bool {
+        // Relaxed: a snapshot, as for the pre-check in `push`.
+        Refusal::of(self.shared.tail.load(Ordering::Relaxed), self.generation).is_some()
+    }
+}
+
+impl<T> Clone for Sender<T> {
+    fn clone(&self) -> Self {
+        Sender { shared: Arc::clone(&self.shared), generation: self.generation }
+    }
+}
+
+impl<T> fmt::Debug for Sender<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sender")
+            .field("generation", &self.generation)
+            .field("closed", &self.is_closed())
+            .finish()
+    }
+}
+
+/// Where drained values go.
+trait Sink<T> {
+    fn reserve(&mut self, additional: usize);
+    fn put(&mut self, value: T);
+}
+
+impl<T> Sink<T> for Vec<T> {
+    #[inline(always)]
+    fn reserve(&mut self, additional: usize) {
+        Vec::reserve(self, additional);
+    }
+
+    #[inline(always)]
+    fn put(&mut self, value: T) {
+        self.push(value);
+    }
+}
+
+/// Drops what it is given.
+struct Discard;
+
+impl<T> Sink<T> for Discard {
+    fn reserve(&mut self, _: usize) {}
+
+    fn put(&mut self, value: T) {
+        drop(value);
+    }
+}
+
+/// The consumer handle: the only place values come out of the queue.
+///
+/// There is exactly one receiver per queue; it is `Send` but not `Sync`, and
+/// every method that takes values out needs `&mut self`, so two concurrent
+/// consumers cannot exist.
+///
+/// ```compile_fail
+/// fn shared_between_threads<T: Sync>() {}
+/// shared_between_threads::<stepsched_mpsc::Receiver<u32>>();
+/// ```
+pub struct Receiver<T> {
+    shared: Arc<Shared<T>>,
+    /// The block holding `index`, or the one before it (when `index` has
+    /// just moved past the end of `head` and the next block is not linked).
+    head: NonNull<Block<T>>,
+    /// `head`'s start index (cached: the consumer is its only reader).
+    head_start: u32,
+    /// The oldest block not recycled yet (at or before `head`).
+    free_head: NonNull<Block<T>>,
+    /// The block this receiver appended last when recycling, while it has
+    /// not been recycled again: where the end of the list is searched from.
+    spare_tail: Option<NonNull<Block<T>>>,
+    /// The next index to take.
+    index: u32,
+    generation: u32,
+    /// The index at which this receiver closed the queue, while closed.
+    closed_at: Option<u32>,
+}
+
+// SAFETY: the receiver owns the consumer side outright (its raw pointers
+// point into blocks only the consumer recycles); moving it to another thread
+// moves that ownership. Values it takes out cross threads, hence `T: Send`.
+unsafe impl<T: Send> Send for Receiver<T> {}
+
+impl<T> Default for Receiver<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> Receiver<T> {
+    /// Creates an open, empty queue of generation 0 and returns its
+    /// receiver; senders come from [`Receiver::sender`].
+    pub fn new() -> Self {
+        let block = Block::alloc(INITIAL_INDEX);
+        let shared = Arc::new(Shared {
+            tail: CachePadded::new(AtomicU64::new(u64::from(INITIAL_INDEX) << 32)),
+            hint: CachePadded::new(AtomicPtr::new(block.as_ptr())),
+            consumer_index: CachePadded::new(AtomicU32::new(INITIAL_INDEX)),
+            orphan: UnsafeCell::new(None),
+            _owns: PhantomData,
+        });
+        Receiver {
+            shared,
+            head: block,
+            head_start: INITIAL_INDEX,
+            free_head: block,
+            spare_tail: None,
+            index: INITIAL_INDEX,
+            generation: 0,
+            closed_at: None,
+        }
+    }
+
+    /// A sender bound to the current generation.
+    pub fn sender(&self) -> Sender<T> {
+        Sender { shared: Arc::clone(&self.shared), generation: self.generation }
+    }
+
+    /// The current generation.
+    pub fn generation(&self) -> Generation {
+        Generation(self.generation)
+    }
+
+    /// Whether this receiver has closed the queue (until the next reset).
+    pub fn is_closed(&self) -> bool {
+        self.closed_at.is_some()
+    }
+
+    /// Whether [`drain_into`](Self::drain_into) would return at least one
+    /// value now. One atomic load in the common case, so it can be called
+    /// after every step.
+    ///
+    /// A value whose push completed but that sits behind a push still in
+    /// progress is not reported (nor drained) until that push completes.
+    #[inline]
+    pub fn has_events(&self) -> bool {
+        let block = if self.head_start == start_of(self.index) {
+            self.head
+        } else {
+            // SAFETY: `head` is live (only this receiver recycles, and only
+            // blocks before `head`).
+            // Acquire: pairs with the Release CAS that linked the block.
+            match unsafe { self.head.as_ref() }.next(Ordering::Acquire) {
+                Some(next) => next,
+                None => return false,
+            }
+        };
+        // SAFETY: `head` or the block right after it: live, as above.
+        let (ready, tomb) = unsafe { block.as_ref() }.slot_state(self.index & OFFSET_MASK);
+        if !ready {
+            false
+        } else if !tomb {
+            true
+        } else {
+            self.has_events_past_tombstones()
+        }
+    }
+
+    /// `!has_events()`.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        !self.has_events()
+    }
+
+    /// The rare path of `has_events`: looks past tombstones (pushes refused
+    /// while racing a close or a reset) without taking anything.
+    #[cold]
+    fn has_events_past_tombstones(&self) -> bool {
+        let mut block = self.head;
+        let mut index = self.index;
+        loop {
+            // SAFETY: blocks from `head` on are live (only this receiver
+            // recycles, behind `head`).
+            let b = unsafe { block.as_ref() };
+            if b.start() != start_of(index) {
+                // Acquire: pairs with the Release CAS that linked it.
+                match b.next(Ordering::Acquire) {
+                    Some(next) => {
+                        block = next;
+                        continue;
+                    }
+                    None => return false,
+                }
+            }
+            match b.slot_state(index & OFFSET_MASK) {
+                (false, _) => return false,
+                (true, false) => return true,
+                (true, true) => index = index.wrapping_add(1),
+            }
+        }
+    }
+
+    /// Moves every value pushed so far into `out` (appending, so the
+    /// caller's buffer and its capacity are reused), in claim order, which
+    /// keeps each producer's push order. Returns how many were moved.
+    ///
+    /// It stops at the first push that has claimed its place but not yet
+    /// finished writing; that value and the ones after it are returned by a
+    /// later call once the push completes.
+    ///
+    /// ```
+    /// let (tx, mut rx) = stepsched_mpsc::channel();
+    /// let mut buf = Vec::with_capacity(64);
+    /// for i in 0..3 {
+    ///     tx.push(i).unwrap();
+    /// }
+    /// assert_eq!(rx.drain_into(&mut buf), 3);
+    /// assert_eq!(buf, [0, 1, 2]);
+    /// buf.clear(); // capacity kept for the next drain
+    /// assert_eq!(rx.drain_into(&mut buf), 0);
+    /// ```
+    pub fn drain_into(&mut self, out: &mut Vec<T>) -> usize {
+        self.drain_to(out)
+    }
+
+    #[inline]
+    fn drain_to(&mut self, sink: &mut impl Sink<T>) -> usize {
+        let mut taken = 0;
+        while self.advance_head() {
+            // SAFETY: `head` is live (see `has_events`).
+            let block = unsafe { self.head.as_ref() };
+            let offset = self.index & OFFSET_MASK;
+            let run = block.ready_run(offset);
+            if run.len == 0 {
+                break;
+            }
+            sink.reserve(run.len as usize);
+            for k in 0..run.len {
+                // Advance first, so a panicking sink cannot make us take the
+                // same slot twice.
+                self.index = self.index.wrapping_add(1);
+                if (run.tombs >> k) & 1 == 0 {
+                    // SAFETY: ready (Acquire load in `ready_run`), not a
+                    // tombstone, and not taken before (`index` only grows).
+                    sink.put(unsafe { block.read(offset + k) });
+                    taken += 1;
+                }
+            }
+            if offset + run.len < BLOCK_CAP {
+                break;
+            }
+        }
+        self.reclaim();
+        // Relaxed: read only by the span check, where staleness is harmless.
+        self.shared.consumer_index.store(self.index, Ordering::Relaxed);
+        taken
+    }
+
+    /// Moves `head` to the block holding `index`; false if it is not linked
+    /// yet (then nothing is ready there either).
+    #[inline]
+    fn advance_head(&mut self) -> bool {
+        let target = start_of(self.index);
+        while self.head_start != target {
+            // SAFETY: `head` is live (see `has_events`).
+            // Acquire: pairs with the Release CAS that linked the block.
+            match unsafe { self.head.as_ref() }.next(Ordering::Acquire) {
+                Some(next) => {
+                    self.head = next;
+                    // SAFETY: linked after `head`, so live.
+                    self.head_start = unsafe { next.as_ref() }.start();
+                }
+                None => return false,
+            }
+        }
+        true
+    }
+
+    /// Recycles the blocks behind `head` that no producer can reach any more
+    /// (step 3 of the release protocol).
+    fn reclaim(&mut self) {
+        while self.free_head != self.head {
+            let block = self.free_head;
+            // SAFETY: not recycled yet, so live.
+            let b = unsafe { block.as_ref() };
+            match b.observed_tail() {
+                Some(observed) if reached(self.index, observed) => {}
+                _ => return,
+            }
+            // Relaxed: `head` moved past this block, so we already loaded
+            // this `next` with Acquire, and it cannot change while linked.
+            let next = b.next(Ordering::Relaxed).expect("a block before head has a next block");
+            self.free_head = next;
+            // SAFETY: released at `observed` and our index reached it: no
+            // producer can reach the block, and all its values are taken.
+            unsafe { self.recycle(block) };
+        }
+    }
+
+    /// Resets a finished block and appends it after the end of the list,
+    /// where producers find it already linked; frees it instead when the
+    /// list already holds [`MAX_SPARE_BLOCKS`] blocks beyond the newest
+    /// claim.
+    ///
+    /// # Safety
+    /// No producer can reach `block` (release protocol) and all its values
+    /// have been taken.
+    unsafe fn recycle(&mut self, block: NonNull<Block<T>>) {
+        if self.spare_tail == Some(block) {
+            self.spare_tail = None;
+        }
+        // SAFETY: unreachable by anyone else (caller).
+        unsafe { block.as_ref().reset() };
+        // The end of the list is usually right after the block we appended
+        // last; otherwise search from the hint.
+        let mut curr = match self.spare_tail {
+            Some(spare) => spare,
+            // Acquire: as in `find_block`.
+            None => NonNull::new(self.shared.hint.load(Ordering::Acquire)).expect("hint is set"),
+        };
+        // Relaxed: only sizes the spare list; any recent value will do.
+        let frontier = start_of(index_of(self.shared.tail.load(Ordering::Relaxed)));
+        loop {
+            // SAFETY: `curr` is the hint or a block after it, or a block we
+            // appended and have not recycled since (or one after it). Only
+            // this receiver recycles, and only blocks behind `head` that the
+            // hint has moved past, in list order; so `curr` is live.
+            let c = unsafe { curr.as_ref() };
+            if c.start().wrapping_sub(frontier) as i32 >= (MAX_SPARE_BLOCKS * BLOCK_CAP) as i32 {
+                // SAFETY: never linked again, so still private; values taken.
+                unsafe { Block::free(block) };
+                return;
+            }
+            match c.try_push(block) {
+                Ok(()) => {
+                    self.spare_tail = Some(block);
+                    return;
+                }
+                Err(next) => curr = next,
+            }
+        }
+    }
+
+    /// Closes the queue: every later push of this generation is refused with
+    /// [`PushError::Closed`] (its value handed back). Values pushed before
+    /// the close stay in the queue and can still be drained. Idempotent.
+    ///
+    /// A push racing `close` is either accepted (and drained later) or
+    /// refused with its value handed back; it is never lost.
+    pub fn close(&mut self) {
+        self.close_index();
+    }
+
+    /// Closes the queue if needed and returns the index at which it closed.
+    fn close_index(&mut self) -> u32 {
+        if let Some(at) = self.closed_at {
+            return at;
+        }
+        // Relaxed: only this RMW's place in `tail`'s modification order
+        // matters (claims before it are accepted, claims after it refused).
+        let word = self.shared.tail.fetch_or(CLOSED, Ordering::Relaxed);
+        debug_assert_eq!(word & CLOSED, 0, "only the receiver closes");
+        let at = index_of(word);
+        self.closed_at = Some(at);
+        at
+    }
+
+    /// Ends the current generation and reopens the queue for the next one.
+    ///
+    /// Closes the queue if it is open, waits for the pushes accepted before
+    /// the close that are still writing (each is a few of its own
+    /// instructions from done), moves every value of the ending generation
+    /// into `leftovers`, then bumps the generation and reopens. Returns the
+    /// new generation; get senders for it from [`Receiver::sender`].
+    ///
+    /// A push with an older generation that races the reset is either
+    /// accepted before the close and then returned in `leftovers`, or
+    /// refused with its value handed back; it is never drained in the new
+    /// generation.
+    ///
+    /// ```
+    /// use stepsched_mpsc::{channel, PushError};
+    ///
+    /// let (old, mut rx) = channel();
+    /// old.push('a').unwrap();
+    /// let mut leftovers = Vec::new();
+    /// let g = rx.reset(&mut leftovers);
+    /// assert_eq!(leftovers, ['a']);
+    /// assert_eq!(g.get(), 1);
+    /// assert_eq!(old.push('b'), Err(PushError::StaleGeneration('b')));
+    /// ```
+    pub fn reset(&mut self, leftovers: &mut Vec<T>) -> Generation {
+        let closed_at = self.close_index();
+        let mut step = 0;
+        loop {
+            self.drain_to(leftovers);
+            if reached(self.index, closed_at) {
+                break;
+            }
+            snooze(&mut step);
+        }
+        let generation = (self.generation + 1) & GEN_MASK;
+        // Relaxed: the CAS below validates it.
+        let mut seen = self.shared.tail.load(Ordering::Relaxed);
+        loop {
+            let reopened = (seen & !LOW_HALF) | u64::from(generation << 1);
+            // Release: a push accepted in the new generation reads this value
+            // (or a later one of its release sequence), so the drain of the
+            // old generation happens before it. Relaxed on failure: we retry.
+            match self.shared.tail.compare_exchange_weak(
+                seen,
+                reopened,
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break,
+                Err(actual) => seen = actual,
+            }
+        }
+        self.generation = generation;
+        self.closed_at = None;
+        Generation(generation)
+    }
+}
+
+impl<T> Drop for Receiver<T> {
+    fn drop(&mut self) {
+        /// Hands the consumer's position to `Shared::drop` even if a value's
+        /// destructor panics below.
+        struct Handover<'a, T>(&'a mut Receiver<T>);
+
+        impl<T> Drop for Handover<'_, T> {
+            fn drop(&mut self) {
+                let rx = &mut *self.0;
+                let state = (rx.free_head, rx.index);
+                // SAFETY: only the unique receiver writes `orphan`, once,
+                // here; `Shared::drop` reads it after the last `Arc` is gone.
+                rx.shared.orphan.with_mut(|p| unsafe { *p = Some(state) });
+            }
+        }
+
+        self.close();
+        let handover = Handover(self);
+        // Values already pushed are dropped now rather than when the last
+        // sender goes; pushes still in progress are dropped by `Shared`.
+        handover.0.drain_to(&mut Discard);
+    }
+}
+
+impl<T> fmt::Debug for Receiver<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Receiver")
+            .field("generation", &self.generation)
+            .field("closed", &self.is_closed())
+            .field("has_events", &self.has_events())
+            .finish()
+    }
+}
+
+#[cfg(all(test, not(stepsched_loom)))]
+mod tests {
+    use super::*;
+
+    /// Refused claims (a push that passed the pre-check but lost the race
+    /// with close or reset) leave tombstones; made deterministic here by
+    /// skipping the pre-check.
+    #[test]
+    fn tombstones_are_skipped_by_drain_and_has_events() {
+        let (tx, mut rx) = channel::<u32>();
+        tx.push(1).unwrap();
+        rx.close();
+        // Racing pushes refused by the claim itself: tombstones after `1`.
+        for v in 0..3 {
+            assert_eq!(tx.claim_and_write(v), Err(PushError::Closed(v)));
+        }
+        assert!(rx.has_events());
+        let mut out = Vec::new();
+        assert_eq!(rx.drain_into(&mut out), 1);
+        assert_eq!(out, [1]);
+        // Only tombstones ahead: nothing to report or drain.
+        assert!(!rx.has_events());
+        assert_eq!(rx.drain_into(&mut out), 0);
+
+        let mut leftovers = Vec::new();
+        rx.reset(&mut leftovers);
+        assert!(leftovers.is_empty());
+        let new = rx.sender();
+        // A stale claim landing after the reopen: a tombstone in the new
+        // generation, in front of a real value.
+        assert_eq!(tx.claim_and_write(9), Err(PushError::StaleGeneration(9)));
+        assert!(!rx.has_events());
+        new.push(2).unwrap();
+        // `has_events` looks past the tombstone at the head.
+        assert!(rx.has_events());
+        out.clear();
+        assert_eq!(rx.drain_into(&mut out), 1);
+        assert_eq!(out, [2]);
+        assert!(!rx.has_events());
+    }
+
+    /// Many tombstones spanning blocks, behind which a value waits.
+    #[test]
+    fn has_events_looks_past_tombstones_across_blocks() {
+        let (tx, mut rx) = channel::<u32>();
+        rx.close();
+        for v in 0..(3 * BLOCK_CAP + 5) {
+            assert!(tx.claim_and_write(v).is_err());
+        }
+        let mut leftovers = Vec::new();
+        rx.reset(&mut leftovers);
+        assert!(!rx.has_events());
+        rx.sender().push(7).unwrap();
+        assert!(rx.has_events());
+        let mut out = Vec::new();
+        rx.drain_into(&mut out);
+        assert_eq!(out, [7]);
+    }
+
+    #[test]
+    fn tail_word_layout() {
+        let word = (u64::from(5u32) << 32) | (u64::from(3u32) << 1) | CLOSED;
+        assert_eq!(index_of(word), 5);
+        assert_eq!(gen_of(word), 3);
+        assert!(matches!(Refusal::of(word, 3), Some(Refusal::Closed)));
+        assert!(matches!(Refusal::of(word, 2), Some(Refusal::Stale)));
+        assert!(Refusal::of(word & !CLOSED, 3).is_none());
+        // A claim at the top of the index space wraps without touching the
+        // flags.
+        let top = (u64::from(u32::MAX) << 32) | (u64::from(GEN_MASK) << 1);
+        let next = top.wrapping_add(ONE_CLAIM);
+        assert_eq!(index_of(next), 0);
+        assert_eq!(gen_of(next), GEN_MASK);
+        assert_eq!(next & CLOSED, 0);
+    }
+}
