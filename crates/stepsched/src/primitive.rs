@@ -1,9 +1,10 @@
 //! The synchronization primitives the facade uses, in one place.
 //!
-//! Under `--cfg stepsched_loom` the atomics, `Arc`, `Mutex` and `Condvar`
-//! are loom's. The process body cell stays a plain `UnsafeCell` in both
-//! builds: its exclusivity comes from the process state cell, whose protocol
-//! is model-checked in `stepsched-process`.
+//! Under `--cfg stepsched_loom` the atomics, `Mutex` and `Condvar` are
+//! loom's (`Arc` stays std's, see below), so the crate builds for
+//! `cargo xtask loom`. The process body cell stays a plain `UnsafeCell` in
+//! both builds: its exclusivity comes from the process state cell, whose
+//! protocol is model-checked in `stepsched-process`.
 
 #[cfg(not(stepsched_loom))]
 pub(crate) mod sync {
@@ -18,7 +19,11 @@ pub(crate) mod sync {
 
 #[cfg(stepsched_loom)]
 pub(crate) mod sync {
-    pub(crate) use loom::sync::{Arc, Condvar, Mutex};
+    // `Arc` stays std's: the routing table's compare-before-delete takes a
+    // std `Arc`, and handlers and hooks are stored as `Arc<dyn ..>`, an
+    // unsized coercion loom's `Arc` does not support.
+    pub(crate) use loom::sync::{Condvar, Mutex};
+    pub(crate) use std::sync::Arc;
 
     pub(crate) mod atomic {
         pub(crate) use loom::sync::atomic::{

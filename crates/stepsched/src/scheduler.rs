@@ -23,7 +23,7 @@
 //!
 //! # Ending: close, then publish
 //!
-//! A process ends in one of three ways: its step finishes it (`Done`, an
+//! A process ends in one of two ways: its step finishes it (`Done`, an
 //! error, a panic), or a *forcer* — [`Handle::terminate`], or shutdown at
 //! its deadline — moves it to Complete. A forcer first claims the slot's
 //! `forced` word (one forcer per process, so the error that is published
@@ -328,6 +328,7 @@ impl<P: SchedProcess> Core<P> {
     /// it, else the global queue (or the local deque from a worker).
     fn schedule(&self, slot: Arc<Slot<P>>) {
         let pool = self.pool();
+        // Relaxed: a hint; any worker may run the slot.
         let worker = slot.last_worker.load(Ordering::Relaxed);
         let task = Task::new(slot);
         let refused = if worker == NO_WORKER {
@@ -658,6 +659,7 @@ impl<P: SchedProcess> Clone for Handle<P> {
 
 impl<P: SchedProcess> fmt::Debug for Handle<P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Relaxed: a snapshot for display.
         f.debug_struct("Handle")
             .field("live", &self.core.live.load(Ordering::Relaxed))
             .finish_non_exhaustive()
@@ -863,6 +865,7 @@ impl<P: SchedProcess> Handle<P> {
             running: by_phase[1],
             blocked: by_phase[2],
             idle: by_phase[3],
+            // Relaxed: a snapshot of independent counters.
             live: core.live.load(Ordering::Relaxed),
             submitted: core.submitted.load(Ordering::Relaxed),
             completed: core.completed.load(Ordering::Relaxed),
@@ -921,7 +924,8 @@ pub struct Stats {
     pub blocked: usize,
     /// Live processes waiting for messages.
     pub idle: usize,
-    /// Live processes (including submits in progress).
+    /// Live processes: submitted and not yet completed, plus submits in
+    /// progress. This is what [`Builder::max_processes`] limits.
     pub live: usize,
     /// Processes submitted.
     pub submitted: u64,
@@ -939,8 +943,9 @@ pub struct Stats {
 pub struct ShutdownReport {
     /// Processes that got a cancel event.
     pub cancelled: usize,
-    /// Processes still live at the deadline, force-closed with
-    /// [`Error::Cancelled`].
+    /// Processes still live at the deadline, forced to complete with
+    /// [`Error::Cancelled`] (closed at once, or by their worker when the
+    /// step it is running returns).
     pub forced: usize,
     /// Whether every worker thread exited before the deadline (false if a
     /// step never returned: that worker is left behind, detached).
