@@ -886,6 +886,10 @@ impl<P: SchedProcess> Receiver<P::Payload> for Handle<P> {
         let Some(slot) = self.core.routes.get(to) else {
             return Err(stepsched_relay::SendError::UnknownPid(package));
         };
+        // As in `Handle::send`: a process already complete takes nothing.
+        if slot.state.load().is_complete() {
+            return Err(stepsched_relay::SendError::Closed(package));
+        }
         let Package {
             from,
             to,

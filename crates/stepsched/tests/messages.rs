@@ -272,3 +272,38 @@ fn the_relay_receiver_on_handle_delivers_and_errors() {
     let package = err.into_package();
     assert_eq!((package.payload, package.topic.as_ref()), (35, "late"));
 }
+
+#[test]
+fn a_terminated_process_still_in_its_step_takes_no_messages() {
+    let s = Builder::new().workers(1).build().unwrap();
+    let probe = Probe::new();
+    let (entered, in_step) = channel();
+    let go = Arc::new(Barrier::new(2));
+    let release = go.clone();
+    let p = FnProc::new(&probe, move |events, out, _| {
+        assert!(events.is_empty(), "no message reaches a terminated process");
+        entered.send(()).unwrap();
+        release.wait();
+        out.set_status(Status::Idle);
+        Ok(())
+    });
+    let h = s.submit(pid(30), p, "main", 0).unwrap();
+    in_step.recv().unwrap();
+    s.terminate(pid(30)).unwrap();
+    let err = s.send(pid(30), 1).unwrap_err();
+    assert!(matches!(err, SendError::Finished(_, 1)), "{err:?}");
+    let handle = s.handle();
+    let err = Receiver::send(&handle, Package::new(pid(30), "t", 2)).unwrap_err();
+    assert!(err.is_closed());
+    assert_eq!(err.into_package().payload, 2);
+    go.wait();
+    assert!(matches!(join(h), Err(Error::Terminated)));
+    assert_eq!(
+        probe.counts(),
+        Counts {
+            inits: 1,
+            steps: 1,
+            closes: 1
+        }
+    );
+}
