@@ -32,7 +32,10 @@ const TASKS: &[(&str, &str)] = &[
         "bench [--quick] [bench..]",
         "criterion benchmarks against peers; regenerates the tables of docs/benchmarks.md (--report-only: from the last run); HTML in target/criterion",
     ),
-    ("ci", "what CI runs: fmt, clippy, tests, docs, loom, quick stress"),
+    (
+        "ci",
+        "what CI runs: fmt, clippy, tests, docs, loom, quick stress",
+    ),
 ];
 
 fn main() -> ExitCode {
@@ -50,7 +53,9 @@ fn main() -> ExitCode {
             print_tasks();
             Ok(())
         }
-        other => Err(format!("unknown task `{other}`; run `cargo xtask` for the list")),
+        other => Err(format!(
+            "unknown task `{other}`; run `cargo xtask` for the list"
+        )),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -88,7 +93,10 @@ fn run(cmd: &mut Command) -> Result<(), String> {
         .get_envs()
         .filter_map(|(k, v)| Some(format!("{}={}", k.to_string_lossy(), v?.to_string_lossy())))
         .collect();
-    let args: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+    let args: Vec<String> = cmd
+        .get_args()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
     let line = format!(
         "{}{} {}",
         envs.iter().map(|e| format!("{e} ")).collect::<String>(),
@@ -108,7 +116,14 @@ fn run(cmd: &mut Command) -> Result<(), String> {
 
 fn stress(args: &[String]) -> Result<(), String> {
     run(cargo()
-        .args(["run", "--release", "--quiet", "-p", "stepsched-stress", "--"])
+        .args([
+            "run",
+            "--release",
+            "--quiet",
+            "-p",
+            "stepsched-stress",
+            "--",
+        ])
         .args(args))
 }
 
@@ -119,10 +134,7 @@ fn loom(args: &[String]) -> Result<(), String> {
     while let Some(arg) = it.next() {
         match arg.as_str() {
             "--preemptions" => {
-                preemptions = it
-                    .next()
-                    .ok_or("--preemptions needs a number")?
-                    .clone();
+                preemptions = it.next().ok_or("--preemptions needs a number")?.clone();
             }
             name => crates.push(name.to_string()),
         }
@@ -132,19 +144,21 @@ fn loom(args: &[String]) -> Result<(), String> {
     }
     for krate in &crates {
         let dir = crate_dir(krate)?;
-        // Unit-test modules named `loom_tests` inside the library, then the
-        // `tests/loom.rs` integration test if the crate has one. Other
-        // tests use real threads and are not run under loom.
-        let mut cmd = cargo();
-        cmd.env("RUSTFLAGS", "--cfg stepsched_loom")
-            .env("LOOM_MAX_PREEMPTIONS", &preemptions)
-            .env("CARGO_TARGET_DIR", root().join("target/loom"))
-            .args(["test", "--release", "-p", krate, "--lib"]);
+        let loom_cargo = || {
+            let mut cmd = cargo();
+            cmd.env("RUSTFLAGS", "--cfg stepsched_loom")
+                .env("LOOM_MAX_PREEMPTIONS", &preemptions)
+                .env("CARGO_TARGET_DIR", root().join("target/loom"))
+                .args(["test", "--release", "-p", krate]);
+            cmd
+        };
+        // Unit-test modules named `loom_tests` inside the library (other
+        // unit tests use real threads and are not run under loom)...
+        run(loom_cargo().args(["--lib", "--", "loom"]))?;
+        // ...then the `tests/loom.rs` integration test, whole.
         if dir.join("tests/loom.rs").exists() {
-            cmd.args(["--test", "loom"]);
+            run(loom_cargo().args(["--test", "loom"]))?;
         }
-        cmd.args(["--", "loom"]);
-        run(&mut cmd)?;
     }
     Ok(())
 }
