@@ -1,6 +1,7 @@
 //! Command dispatch: the [`Command`] a yield carries, the [`Handler`] that
 //! serves it, and the [`Completer`] through which the handler answers.
 
+use std::cell::Cell;
 use std::fmt;
 
 use stepsched_process::{Error, Event, Process, Tag};
@@ -114,7 +115,37 @@ impl<P: SchedProcess> Completer<P> {
     }
 }
 
+thread_local! {
+    /// The slot whose yields this thread is dispatching right now, if any
+    /// (its address; 0 for none).
+    static DISPATCHING: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Marks this thread as dispatching the yields of one slot, until dropped.
+pub(crate) struct Dispatching {
+    previous: usize,
+}
+
+impl Dispatching {
+    pub(crate) fn enter(slot: *const ()) -> Self {
+        let previous = DISPATCHING.with(|d| d.replace(slot as usize));
+        Dispatching { previous }
+    }
+}
+
+impl Drop for Dispatching {
+    fn drop(&mut self) {
+        DISPATCHING.with(|d| d.set(self.previous));
+    }
+}
+
 /// Pushes the completion and wakes the process; `false` if refused.
+///
+/// When called on the thread that is dispatching this very process (a
+/// handler completing at once), the event goes straight into the slot's
+/// inline batch: that thread owns the process, which is Running, so no
+/// queue, no wake and no run queue are needed — the dispatcher steps the
+/// process again with it.
 fn deliver<P: Process + 'static>(
     slot: &Arc<Slot<P>>,
     sender: &stepsched_mpsc::Sender<Event<P::Payload>>,
@@ -122,6 +153,15 @@ fn deliver<P: Process + 'static>(
     result: Result<P::Payload, Error>,
     wake: fn(&Arc<Slot<P>>) -> bool,
 ) -> bool {
+    if DISPATCHING.with(|d| d.get()) == Arc::as_ptr(slot) as usize {
+        // SAFETY: the marker names this slot on this thread only between
+        // `Dispatching::enter` and its drop in `Core::dispatch`, which runs
+        // on the worker that owns the process; the inline batch is the
+        // owner's, and nothing else borrows it during the dispatch.
+        unsafe { (*slot.inline.get()).push(Event::completion(tag, result)) };
+        // A terminate during the dispatch means the event is never stepped.
+        return !slot.state_is_complete();
+    }
     if sender.push(Event::completion(tag, result)).is_err() {
         return false;
     }

@@ -22,6 +22,9 @@ pub(crate) struct ResultCell<O> {
 struct CellState<O> {
     result: Option<Result<O, Error>>,
     done: bool,
+    /// A thread waits in `wait`: `set` must notify the condvar (a futex
+    /// wake is a system call, so it is skipped when nobody waits).
+    waiting: bool,
     waker: Option<Waker>,
 }
 
@@ -31,6 +34,7 @@ impl<O> ResultCell<O> {
             state: Mutex::new(CellState {
                 result: None,
                 done: false,
+                waiting: false,
                 waker: None,
             }),
             ready: Condvar::new(),
@@ -40,13 +44,15 @@ impl<O> ResultCell<O> {
     /// Stores the result and wakes the waiter. Called once per process (the
     /// caller holds the slot's `finished` flag).
     pub(crate) fn set(&self, result: Result<O, Error>) {
-        let waker = {
+        let (waker, waiting) = {
             let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
             state.result = Some(result);
             state.done = true;
-            state.waker.take()
+            (state.waker.take(), state.waiting)
         };
-        self.ready.notify_all();
+        if waiting {
+            self.ready.notify_all();
+        }
         if let Some(w) = waker {
             w.wake();
         }
@@ -55,6 +61,7 @@ impl<O> ResultCell<O> {
     fn wait(&self) -> Result<O, Error> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         while !state.done {
+            state.waiting = true;
             state = self.ready.wait(state).unwrap_or_else(|p| p.into_inner());
         }
         take(&mut state.result)

@@ -78,6 +78,7 @@ use crate::primitive::sync::atomic::{
     AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering, fence,
 };
 use crate::primitive::sync::{Arc, Condvar, Mutex};
+use crossbeam_utils::CachePadded;
 
 /// `last_worker` before the first step.
 const NO_WORKER: usize = usize::MAX;
@@ -85,6 +86,10 @@ const NO_WORKER: usize = usize::MAX;
 /// How many times in a row a process woken while running is requeued on
 /// its worker's local deque before it goes to the global queue.
 const LOCAL_REQUEUES: u32 = 8;
+
+/// How many times in a row a process whose handlers completed at once is
+/// stepped again without going back to a run queue.
+const INLINE_STEPS: u32 = 16;
 
 /// The slot's `forced` word: not forced, or the error its forcer chose.
 const NOT_FORCED: u8 = 0;
@@ -100,7 +105,7 @@ type CompleteHook<O> = Arc<dyn Fn(Pid, Result<&O, &Error>) + Send + Sync>;
 pub(crate) struct Core<P: Process + 'static> {
     pool: OnceLock<Pool<Task<P>>>,
     routes: RoutingTable<Arc<Slot<P>>>,
-    handlers: HashMap<String, Arc<dyn Handler<P>>>,
+    handlers: Handlers<P>,
     pids: PidAllocator,
     max_processes: usize,
     /// Places taken under `max_processes`: processes registered and not
@@ -121,9 +126,72 @@ pub(crate) struct Core<P: Process + 'static> {
     on_start: Option<StartHook>,
     on_complete: Option<CompleteHook<P::Output>>,
     submitted: AtomicU64,
+    /// Steps, completions and failures, one cache line per worker (plus
+    /// one for other threads), so workers never contend on a counter.
+    counters: Box<[CachePadded<Counters>]>,
+    /// Whether `live` is maintained (a process limit is set).
+    limited: bool,
+}
+
+/// The handler registry, fixed at build. A few handlers are found by a
+/// linear scan of their names (cheaper than hashing the command's name);
+/// many, through a hash map.
+struct Handlers<P: Process + 'static> {
+    few: Vec<(Box<str>, Arc<dyn Handler<P>>)>,
+    many: HashMap<String, Arc<dyn Handler<P>>>,
+}
+
+/// Up to this many handlers, lookup is a linear scan.
+const LINEAR_HANDLERS: usize = 8;
+
+impl<P: Process + 'static> Handlers<P> {
+    fn new(all: HashMap<String, Arc<dyn Handler<P>>>) -> Self {
+        if all.len() <= LINEAR_HANDLERS {
+            let few = all
+                .into_iter()
+                .map(|(k, v)| (k.into_boxed_str(), v))
+                .collect();
+            Handlers {
+                few,
+                many: HashMap::new(),
+            }
+        } else {
+            Handlers {
+                few: Vec::new(),
+                many: all,
+            }
+        }
+    }
+
+    #[inline]
+    fn get(&self, name: &str) -> Option<&Arc<dyn Handler<P>>> {
+        if self.many.is_empty() {
+            self.few.iter().find(|(n, _)| **n == *name).map(|(_, h)| h)
+        } else {
+            self.many.get(name)
+        }
+    }
+}
+
+/// Statistics counters of one worker. Each worker's line has one writer,
+/// which adds with a load and a store (no locked instruction); the last
+/// line is shared by non-worker threads and uses `fetch_add`.
+#[derive(Default)]
+struct Counters {
+    steps: AtomicU64,
     completed: AtomicU64,
     failed: AtomicU64,
-    steps: AtomicU64,
+}
+
+/// Adds one to a counter. `owned`: this thread is the line's only writer.
+#[inline]
+fn bump(counter: &AtomicU64, owned: bool) {
+    // Relaxed: statistics; readers only need some recent value.
+    if owned {
+        counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    } else {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// A slot in a run queue, with the number of times in a row it was
@@ -165,6 +233,12 @@ pub(crate) struct Slot<P: Process + 'static> {
     forced: AtomicU8,
     finished: AtomicBool,
     pub(crate) result: ResultCell<P::Output>,
+    /// Completions made by handlers on the dispatching thread while the
+    /// process is being dispatched. Only the worker that owns the process
+    /// (see the module docs) touches it: a completer pushes here only when
+    /// the thread-local dispatch marker names this slot, which is set on
+    /// that worker's thread for the duration of its `dispatch`.
+    pub(crate) inline: UnsafeCell<Vec<Event<P::Payload>>>,
 }
 
 struct Body<P: Process + 'static> {
@@ -197,6 +271,13 @@ where
     P::Command: Send,
     P::Output: Send,
 {
+}
+
+impl<P: Process + 'static> Slot<P> {
+    /// Whether the process is Complete.
+    pub(crate) fn state_is_complete(&self) -> bool {
+        self.state.load().is_complete()
+    }
 }
 
 impl<P: SchedProcess> Slot<P> {
@@ -249,7 +330,9 @@ impl<P: SchedProcess> Slot<P> {
     }
 
     /// Publishes the result, once; later calls do nothing.
-    fn finish(self: &Arc<Self>, result: Result<P::Output, Error>) {
+    ///
+    /// `worker`: the index of the worker calling, if a worker is calling.
+    fn finish(self: &Arc<Self>, result: Result<P::Output, Error>, worker: Option<usize>) {
         // AcqRel: the winner's writes (the closed body) are published to
         // any later caller that loses; only one caller proceeds.
         if self.finished.swap(true, Ordering::AcqRel) {
@@ -257,11 +340,12 @@ impl<P: SchedProcess> Slot<P> {
         }
         let core = &self.core;
         core.routes.unregister_if_same(self.pid, self);
-        // Relaxed: statistics counters; nothing is read through them.
-        match &result {
-            Ok(_) => core.completed.fetch_add(1, Ordering::Relaxed),
-            Err(_) => core.failed.fetch_add(1, Ordering::Relaxed),
-        };
+        let (line, owned) = core.counter_line(worker);
+        if result.is_ok() {
+            bump(&line.completed, owned);
+        } else {
+            bump(&line.failed, owned);
+        }
         tracing::debug!(pid = %self.pid, ok = result.is_ok(), "process complete");
         if let Some(hook) = &core.on_complete {
             let r = result.as_ref();
@@ -271,7 +355,9 @@ impl<P: SchedProcess> Slot<P> {
         }
         // The place under the limit is free before `join` returns, so a
         // caller that joined may submit again at once.
-        core.live.fetch_sub(1, Ordering::SeqCst);
+        if core.limited {
+            core.live.fetch_sub(1, Ordering::SeqCst);
+        }
         self.result.set(result);
         core.release_unpublished();
     }
@@ -310,7 +396,7 @@ impl<P: SchedProcess> Slot<P> {
                     // SAFETY: the previous state was not Running and no
                     // worker can start a Complete process: the body is ours.
                     unsafe { self.close_body() };
-                    self.finish(Err(self.forced_error()));
+                    self.finish(Err(self.forced_error()), None);
                 }
                 true
             }
@@ -343,8 +429,19 @@ impl<P: SchedProcess> Core<P> {
 
     /// Gives back the reservation of a submit that failed.
     fn release_reservation(&self) {
-        self.live.fetch_sub(1, Ordering::SeqCst);
+        if self.limited {
+            self.live.fetch_sub(1, Ordering::SeqCst);
+        }
         self.release_unpublished();
+    }
+
+    /// The counter line of `worker` (owned by it), or the shared line.
+    #[inline]
+    fn counter_line(&self, worker: Option<usize>) -> (&Counters, bool) {
+        match worker {
+            Some(w) if w + 1 < self.counters.len() => (&self.counters[w], true),
+            _ => (&self.counters[self.counters.len() - 1], false),
+        }
     }
 
     fn release_unpublished(&self) {
@@ -360,6 +457,12 @@ impl<P: SchedProcess> Core<P> {
     }
 
     /// Steps one process: the worker loop body.
+    ///
+    /// While the process yields and its handlers complete at once (on this
+    /// thread, during dispatch), it is stepped again right here, up to
+    /// [`INLINE_STEPS`] times, without leaving Running: the completions go
+    /// straight into its next batch, with no queue push, no wake and no
+    /// trip through a run queue.
     fn run(&self, Task(slot, streak): Task<P>, ctx: &WorkerContext<Task<P>>) {
         match slot.state.try_start() {
             Start::Started => {}
@@ -370,66 +473,88 @@ impl<P: SchedProcess> Core<P> {
                 return;
             }
         }
+        let worker = ctx.index();
         // Relaxed: only a hint for where to send the next completion.
-        slot.last_worker.store(ctx.index(), Ordering::Relaxed);
-        // Relaxed: a statistics counter.
-        self.steps.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: our `try_start` won: we own the body until our next
-        // transition of `slot.state`, and we drop this borrow before it.
-        let body = unsafe { &mut *slot.body.get() };
-        body.events.drain_into(&mut body.batch);
-        body.out.reset();
-        let Some(process) = body.process.as_mut() else {
-            debug_assert!(false, "a started process is not closed");
-            return;
-        };
-        let _span =
-            tracing::trace_span!("step", pid = %slot.pid, events = body.batch.len()).entered();
-        let stepped = catch_unwind(AssertUnwindSafe(|| {
-            process.step(body.batch.drain(..), &mut body.out)
-        }));
-        body.batch.clear();
-        let status = match stepped {
-            Ok(Ok(())) => body.out.take_status(),
-            Ok(Err(e)) => return self.end(&slot, Err(e)),
-            Err(panic) => return self.end(&slot, Err(Error::Panicked(panic_message(&*panic)))),
-        };
-        let continued = matches!(status, Status::Continue);
-        let park = match status {
-            Status::Done(output) => return self.end(&slot, Ok(output)),
-            Status::Continue => slot.state.reschedule(),
-            Status::Idle => slot.state.park_idle(),
-            Status::Yield => {
-                self.dispatch(&slot, &mut body.out);
-                slot.state.finish_dispatch()
+        slot.last_worker.store(worker, Ordering::Relaxed);
+        let (line, owned) = self.counter_line(Some(worker));
+        let mut inline_budget = INLINE_STEPS;
+        let park = loop {
+            bump(&line.steps, owned);
+            // SAFETY: our `try_start` won: we own the body until our next
+            // transition of `slot.state`, and we drop this borrow before it.
+            let body = unsafe { &mut *slot.body.get() };
+            body.events.drain_into(&mut body.batch);
+            body.out.reset();
+            let Some(process) = body.process.as_mut() else {
+                debug_assert!(false, "a started process is not closed");
+                return;
+            };
+            let _span =
+                tracing::trace_span!("step", pid = %slot.pid, events = body.batch.len()).entered();
+            let stepped = catch_unwind(AssertUnwindSafe(|| {
+                process.step(body.batch.drain(..), &mut body.out)
+            }));
+            body.batch.clear();
+            let status = match stepped {
+                Ok(Ok(())) => body.out.take_status(),
+                Ok(Err(e)) => return self.end(&slot, Err(e), worker),
+                Err(panic) => {
+                    return self.end(&slot, Err(Error::Panicked(panic_message(&*panic))), worker);
+                }
+            };
+            match status {
+                Status::Done(output) => return self.end(&slot, Ok(output), worker),
+                // A process that asked to continue goes to the back of the
+                // global queue, so it cannot starve the others here.
+                Status::Continue => break (slot.state.reschedule(), true),
+                Status::Idle => break (slot.state.park_idle(), false),
+                Status::Yield => {
+                    self.dispatch(&slot, &mut body.out);
+                    // SAFETY: completions made inline during the dispatch
+                    // are ours (we own the process, see `Slot::inline`).
+                    let inline = unsafe { &mut *slot.inline.get() };
+                    if inline.is_empty() {
+                        break (slot.state.finish_dispatch(), false);
+                    }
+                    body.batch.append(inline);
+                    // A forcer that saw Running leaves the rest to our next
+                    // transition: take it now rather than step again.
+                    if inline_budget > 0 && !slot.state.load().is_complete() {
+                        inline_budget -= 1;
+                        continue;
+                    }
+                    // Out of budget, with events in hand: back to a run
+                    // queue (the batch keeps them for the next run).
+                    break (slot.state.reschedule(), false);
+                }
             }
         };
         // The body is no longer ours unless `park` says so.
         match park {
-            Park::Parked => {}
-            // A process that asked to continue goes to the back of the
-            // global queue, so it cannot starve the others on this worker.
-            Park::Requeue if continued => ctx.inject(Task::new(slot)),
+            (Park::Parked, _) => {}
+            (Park::Requeue, true) => ctx.inject(Task::new(slot)),
             // Woken while running: stay on this worker (cache-warm), but
             // only a few times in a row, or the LIFO deque would run this
             // process forever ahead of the rest of the deque.
-            Park::Requeue if streak < LOCAL_REQUEUES => {
+            (Park::Requeue, false) if streak < LOCAL_REQUEUES => {
                 ctx.push(Task::requeued(slot, streak + 1));
             }
-            Park::Requeue => ctx.inject(Task::new(slot)),
-            Park::Terminated => {
+            (Park::Requeue, false) => ctx.inject(Task::new(slot)),
+            (Park::Terminated, _) => {
                 // Force-completed while we ran it: the forcer left `close`
                 // and the result to us.
                 // SAFETY: the forcer saw Running, so the body is still ours.
                 unsafe { slot.close_body() };
-                slot.finish(Err(slot.forced_error()));
+                slot.finish(Err(slot.forced_error()), Some(worker));
             }
-            Park::Invalid(state) => debug_assert!(false, "invalid transition from {state:?}"),
+            (Park::Invalid(state), _) => {
+                debug_assert!(false, "invalid transition from {state:?}");
+            }
         }
     }
 
     /// Ends a process we own (Running) with `result`.
-    fn end(&self, slot: &Arc<Slot<P>>, result: Result<P::Output, Error>) {
+    fn end(&self, slot: &Arc<Slot<P>>, result: Result<P::Output, Error>, worker: usize) {
         // Whatever `complete` answers, the body is still ours: Completed
         // (we won) or Terminated (a forcer saw Running and left `close` and
         // the result to us).
@@ -438,16 +563,18 @@ impl<P: SchedProcess> Core<P> {
         // from a Complete state.
         unsafe { slot.close_body() };
         match finish {
-            Finish::Completed => slot.finish(result),
+            Finish::Completed => slot.finish(result, Some(worker)),
             // The forcer won: its error is the result, whatever the step
             // said (the caller of `terminate` was told it succeeded).
-            Finish::Terminated => slot.finish(Err(slot.forced_error())),
+            Finish::Terminated => slot.finish(Err(slot.forced_error()), Some(worker)),
             Finish::Invalid(state) => debug_assert!(false, "ending a process in {state:?}"),
         }
     }
 
-    /// Sends each yield to its handler.
+    /// Sends each yield to its handler. Completions made during the
+    /// dispatch, on this thread, land in `slot.inline`.
     fn dispatch(&self, slot: &Arc<Slot<P>>, out: &mut StepOutput<P::Command, P::Output>) {
+        let _dispatching = crate::handler::Dispatching::enter(Arc::as_ptr(slot) as *const ());
         for y in out.yields_mut().drain() {
             let completer = Completer::new(slot.clone(), y.tag);
             match self.handlers.get(y.command.name()) {
@@ -597,7 +724,7 @@ impl<P: SchedProcess> Builder<P> {
         let core = Arc::new(Core {
             pool: OnceLock::new(),
             routes: RoutingTable::new(),
-            handlers: self.handlers,
+            handlers: Handlers::new(self.handlers),
             pids: PidAllocator::new(self.node),
             max_processes: self.max_processes,
             live: AtomicUsize::new(0),
@@ -609,9 +736,10 @@ impl<P: SchedProcess> Builder<P> {
             on_start: self.on_start,
             on_complete: self.on_complete,
             submitted: AtomicU64::new(0),
-            completed: AtomicU64::new(0),
-            failed: AtomicU64::new(0),
-            steps: AtomicU64::new(0),
+            counters: (0..=workers)
+                .map(|_| CachePadded::new(Counters::default()))
+                .collect(),
+            limited: self.max_processes != usize::MAX,
         });
         let pool = Pool::builder()
             .workers(workers)
@@ -699,7 +827,7 @@ impl<P: SchedProcess> Handle<P> {
         // SeqCst: `unpublished` pairs with shutdown's wait (see
         // `release_unpublished`); the limit only needs the RMW's atomicity.
         core.unpublished.fetch_add(1, Ordering::SeqCst);
-        if core.live.fetch_add(1, Ordering::SeqCst) >= core.max_processes {
+        if core.limited && core.live.fetch_add(1, Ordering::SeqCst) >= core.max_processes {
             core.release_reservation();
             return Err(SubmitError::LimitReached(process));
         }
@@ -737,6 +865,7 @@ impl<P: SchedProcess> Handle<P> {
             forced: AtomicU8::new(NOT_FORCED),
             finished: AtomicBool::new(false),
             result: ResultCell::new(),
+            inline: UnsafeCell::new(Vec::new()),
         });
         if let Err(e) = core.routes.register(pid, slot.clone()) {
             drop(e);
@@ -866,11 +995,27 @@ impl<P: SchedProcess> Handle<P> {
             blocked: by_phase[2],
             idle: by_phase[3],
             // Relaxed: a snapshot of independent counters.
-            live: core.live.load(Ordering::Relaxed),
+            live: if core.limited {
+                core.live.load(Ordering::Relaxed)
+            } else {
+                core.unpublished.load(Ordering::Relaxed)
+            },
             submitted: core.submitted.load(Ordering::Relaxed),
-            completed: core.completed.load(Ordering::Relaxed),
-            failed: core.failed.load(Ordering::Relaxed),
-            steps: core.steps.load(Ordering::Relaxed),
+            completed: core
+                .counters
+                .iter()
+                .map(|c| c.completed.load(Ordering::Relaxed))
+                .sum(),
+            failed: core
+                .counters
+                .iter()
+                .map(|c| c.failed.load(Ordering::Relaxed))
+                .sum(),
+            steps: core
+                .counters
+                .iter()
+                .map(|c| c.steps.load(Ordering::Relaxed))
+                .sum(),
         }
     }
 }
@@ -1058,7 +1203,7 @@ impl<P: SchedProcess> Scheduler<P> {
             if slot.force(FORCED_CANCELLED) {
                 report.forced += 1;
             }
-            slot.finish(Err(slot.forced_error()));
+            slot.finish(Err(slot.forced_error()), None);
         }
         tracing::debug!(?report, "scheduler shut down");
         report
