@@ -744,6 +744,7 @@ impl<T> Stealer<T> {
             Steal::Empty => return Steal::Empty,
             Steal::Retry => return Steal::Retry,
         };
+        // Unpinned when dropped, after the release below.
         let guard = reclaim::pin();
         let buffer = self.load_buffer(&guard);
         // SAFETY: we claimed `top` (it is in flight, so the owner neither
@@ -751,7 +752,6 @@ impl<T> Stealer<T> {
         // pinned); `buffer` holds its item (see the module docs on growth).
         let item = unsafe { (*buffer).read(top) };
         self.release(1);
-        drop(guard);
         Steal::Success(item)
     }
 
@@ -813,7 +813,6 @@ impl<T> Stealer<T> {
             unsafe { (*buffer).read(index) }
         });
         self.release(n);
-        drop(guard);
         Steal::Success(first)
     }
 
