@@ -6,18 +6,22 @@
 //! module `queue` for the protocol that walks, grows, releases and recycles
 //! them.
 //!
-//! The `ready` word has one bit per slot in its low half (set, with Release,
-//! by the producer that claimed the slot once the slot is final) and one
-//! "tombstone" bit per slot in its high half (set together with the ready bit
-//! when the claim was refused, so the slot holds no value). Every claimed
-//! slot therefore becomes ready exactly once, value or tombstone, which is
-//! what lets the consumer move past it and the block become *final*.
+//! Each slot has a state byte next to its value, stored (with Release) by
+//! the producer that claimed the slot once it is done with it: the block's
+//! current *lap* tag and a tombstone bit (set when the claim was refused and
+//! the slot holds nothing). A slot is ready when its tag equals the block's
+//! lap. Every claimed slot therefore becomes ready exactly once, which is
+//! what lets the consumer move past it. A plain store per slot (rather than
+//! a `fetch_or` on a shared ready word) keeps the push at one
+//! read-modify-write, the claim; and since a block is recycled only after
+//! every one of its slots was written in its current lap, recycling just
+//! bumps the lap instead of clearing 32 states.
 
 use core::mem::MaybeUninit;
 use core::ptr::{self, NonNull};
 
 use crate::primitive::cell::UnsafeCell;
-use crate::primitive::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use crate::primitive::sync::atomic::{AtomicPtr, AtomicU8, AtomicU32, AtomicU64, Ordering};
 
 /// Slots per block. Small under loom so growth, release and recycling are
 /// reached in a handful of operations.
@@ -31,11 +35,10 @@ pub(crate) const BLOCK_CAP: u32 = 2;
 /// The low bits of an index: the offset inside its block.
 pub(crate) const OFFSET_MASK: u32 = BLOCK_CAP - 1;
 
-/// Ready bits of every slot of a block.
-const ALL_READY: u64 = (1u64 << BLOCK_CAP) - 1;
-
-/// Shift of the tombstone half of `ready`.
-const TOMB_SHIFT: u32 = 32;
+/// The state bit of a refused claim (no value); the lap is in bits 1..8.
+const TOMBSTONE: u8 = 1;
+/// Laps cycle through `1..=MAX_LAP`; a fresh slot's state 0 matches none.
+const MAX_LAP: u8 = u8::MAX >> 1;
 
 /// Set in `release` once the block is released by the producers; the low 32
 /// bits then hold the observed tail index.
@@ -67,28 +70,60 @@ pub(crate) struct Run {
 }
 
 pub(crate) struct Block<T> {
+    /// Fields read by every producer on every push (`start`, `lap`), kept
+    /// off the cache lines that pushes write.
+    head: Header<T>,
+    /// The slots, each with its state next to its value, so that a push
+    /// writes one cache line and the consumer reads one.
+    slots: [Slot<T>; BLOCK_CAP as usize],
+}
+
+/// The fields of a block other than its slots, on their own cache line.
+#[repr(align(64))]
+struct Header<T> {
     /// Index of slot 0. Written only while the block is unreachable by other
     /// threads (allocation, or recycling by the consumer) and published by
     /// the Release CAS that links the block.
     start: AtomicU32,
+    /// The tag of ready slots in this lifetime of the block (`1..=MAX_LAP`),
+    /// bumped on recycling. Written, like `start`, only while private.
+    lap: AtomicU8,
     /// The next block in index order, null until linked.
     next: AtomicPtr<Block<T>>,
-    /// Ready bits (low half) and tombstone bits (high half).
-    ready: AtomicU64,
+    /// The block this one was linked after (null for a queue's first
+    /// block). Written, like `start`, only while the block is private.
+    prev: AtomicPtr<Block<T>>,
     /// `RELEASED | observed tail`, or 0 while producers may still walk here.
     release: AtomicU64,
-    slots: [UnsafeCell<MaybeUninit<T>>; BLOCK_CAP as usize],
+}
+
+/// One slot: a value and its state (`lap << 1 | tombstone`, 0 when fresh).
+struct Slot<T> {
+    value: UnsafeCell<MaybeUninit<T>>,
+    state: AtomicU8,
 }
 
 impl<T> Block<T> {
+    /// The slot of logical `offset`.
+    #[inline(always)]
+    fn slot(&self, offset: u32) -> &Slot<T> {
+        &self.slots[offset as usize]
+    }
+
     /// Allocates an empty, unlinked block starting at `start`.
     pub(crate) fn alloc(start: u32) -> NonNull<Self> {
         let block = Box::new(Block {
-            start: AtomicU32::new(start),
-            next: AtomicPtr::new(ptr::null_mut()),
-            ready: AtomicU64::new(0),
-            release: AtomicU64::new(0),
-            slots: core::array::from_fn(|_| UnsafeCell::new(MaybeUninit::uninit())),
+            head: Header {
+                start: AtomicU32::new(start),
+                lap: AtomicU8::new(1),
+                next: AtomicPtr::new(ptr::null_mut()),
+                prev: AtomicPtr::new(ptr::null_mut()),
+                release: AtomicU64::new(0),
+            },
+            slots: core::array::from_fn(|_| Slot {
+                value: UnsafeCell::new(MaybeUninit::uninit()),
+                state: AtomicU8::new(0),
+            }),
         });
         NonNull::from(Box::leak(block))
     }
@@ -108,21 +143,34 @@ impl<T> Block<T> {
         // Relaxed: `start` is written before the block is published by a
         // Release CAS, and every reader reached the block through an Acquire
         // load of the pointer to it.
-        self.start.load(Ordering::Relaxed)
+        self.head.start.load(Ordering::Relaxed)
+    }
+
+    /// The ready tag of this lifetime of the block.
+    #[inline(always)]
+    pub(crate) fn lap(&self) -> u8 {
+        // Relaxed: as for `start`.
+        self.head.lap.load(Ordering::Relaxed)
     }
 
     #[inline(always)]
     pub(crate) fn next(&self, order: Ordering) -> Option<NonNull<Self>> {
-        NonNull::new(self.next.load(order))
+        NonNull::new(self.head.next.load(order))
     }
 
-    /// Whether every slot of the block has been written or tombstoned.
+    /// The block this one was linked after.
+    ///
+    /// # Safety
+    /// `self` is not the first block of its queue, and the caller keeps the
+    /// previous block live (it is at or after a block the caller protects).
     #[inline]
-    pub(crate) fn is_final(&self) -> bool {
-        // Acquire: pairs with the Release `fetch_or` of every producer of
-        // this block, so the hint advance and the release record that follow
-        // are ordered after all their writes.
-        self.ready.load(Ordering::Acquire) & ALL_READY == ALL_READY
+    pub(crate) unsafe fn prev(&self) -> &Self {
+        // Relaxed: `prev` is written before the block is published by a
+        // Release CAS, and we reached the block through an Acquire load.
+        let prev = self.head.prev.load(Ordering::Relaxed);
+        debug_assert!(!prev.is_null(), "walked back past the first block");
+        // SAFETY: non-null and live (caller).
+        unsafe { &*prev }
     }
 
     /// Writes `value` into slot `offset` and marks it ready.
@@ -132,40 +180,60 @@ impl<T> Block<T> {
     /// live for it (see the reclamation argument in `queue`).
     #[inline]
     pub(crate) unsafe fn write(&self, offset: u32, value: T) {
-        let slot = &self.slots[offset as usize];
+        let slot = &self.slot(offset).value;
         // SAFETY: the slot was claimed by this thread only, and the consumer
-        // reads it only after seeing the ready bit set below.
+        // reads it only after seeing the state stored below.
         slot.with_mut(|p| unsafe { (*p).write(value) });
-        // Release: publishes the value to the consumer's Acquire load of
-        // `ready`.
-        self.ready.fetch_or(1 << offset, Ordering::Release);
+        // Release: publishes the value to the consumer's Acquire load of the
+        // state.
+        self.slot(offset)
+            .state
+            .store(self.lap() << 1, Ordering::Release);
     }
 
     /// Marks a claimed slot ready with no value (a refused claim).
     #[inline]
     pub(crate) fn tombstone(&self, offset: u32) {
-        let bits = (1u64 << offset) | (1u64 << (offset + TOMB_SHIFT));
         // Release: orders this producer's earlier accesses to the block
         // before the consumer's (Acquire) decision to recycle it.
-        self.ready.fetch_or(bits, Ordering::Release);
+        self.slot(offset)
+            .state
+            .store(self.lap() << 1 | TOMBSTONE, Ordering::Release);
     }
 
     /// The run of consecutive ready slots starting at `offset`.
     #[inline]
     pub(crate) fn ready_run(&self, offset: u32) -> Run {
-        // Acquire: pairs with the Release `fetch_or` in `write`, so the
-        // values of the run are visible to the reads that follow.
-        let ready = self.ready.load(Ordering::Acquire);
-        let len = ((!ready & ALL_READY) >> offset).trailing_zeros().min(BLOCK_CAP - offset);
-        Run { len, tombs: (ready >> TOMB_SHIFT) >> offset }
+        let lap = self.lap();
+        let mut len = 0;
+        let mut tombs = 0;
+        for offset in offset..BLOCK_CAP {
+            let slot = self.slot(offset);
+            // Acquire: pairs with the Release store in `write`, so the value
+            // is visible to the read that follows.
+            let state = slot.state.load(Ordering::Acquire);
+            if state >> 1 != lap {
+                break;
+            }
+            tombs |= u64::from(state & TOMBSTONE) << len;
+            len += 1;
+        }
+        Run { len, tombs }
     }
 
     /// Whether slot `offset` is ready, and whether it is a tombstone.
     #[inline(always)]
     pub(crate) fn slot_state(&self, offset: u32) -> (bool, bool) {
+        self.slot_state_in_lap(offset, self.lap())
+    }
+
+    /// As [`Block::slot_state`], with the block's current lap supplied by
+    /// a caller that knows it (the consumer caches its head block's lap).
+    #[inline(always)]
+    pub(crate) fn slot_state_in_lap(&self, offset: u32, lap: u8) -> (bool, bool) {
         // Acquire: as in `ready_run` (a caller may go on to read the value).
-        let ready = self.ready.load(Ordering::Acquire);
-        ((ready >> offset) & 1 == 1, (ready >> (offset + TOMB_SHIFT)) & 1 == 1)
+        let state = self.slot(offset).state.load(Ordering::Acquire);
+        (state >> 1 == lap, state & TOMBSTONE != 0)
     }
 
     /// Moves the value out of slot `offset`.
@@ -177,7 +245,9 @@ impl<T> Block<T> {
     pub(crate) unsafe fn read(&self, offset: u32) -> T {
         // SAFETY: initialised and published (caller); the producer no longer
         // touches it, so this is the only access.
-        self.slots[offset as usize].with(|p| unsafe { (*p).assume_init_read() })
+        self.slot(offset)
+            .value
+            .with(|p| unsafe { (*p).assume_init_read() })
     }
 
     /// Drops the value in slot `offset` in place.
@@ -186,23 +256,27 @@ impl<T> Block<T> {
     /// As for [`Block::read`].
     pub(crate) unsafe fn drop_value(&self, offset: u32) {
         // SAFETY: as for `read` (caller).
-        self.slots[offset as usize].with_mut(|p| unsafe { (*p).assume_init_drop() });
+        self.slot(offset)
+            .value
+            .with_mut(|p| unsafe { (*p).assume_init_drop() });
     }
 
     /// Records that the producers' hint has moved past this block, with the
-    /// claim index observed right after.
+    /// claim index observed right after (step 1 of the release protocol).
     #[inline]
     pub(crate) fn mark_released(&self, observed_tail: u32) {
         // Release: pairs with the consumer's Acquire in `observed_tail`, so
         // this producer's reads of the block happen before its recycling.
-        self.release.store(RELEASED | u64::from(observed_tail), Ordering::Release);
+        self.head
+            .release
+            .store(RELEASED | u64::from(observed_tail), Ordering::Release);
     }
 
     /// The observed tail recorded by [`Block::mark_released`], if released.
     #[inline]
     pub(crate) fn observed_tail(&self) -> Option<u32> {
         // Acquire: pairs with the Release store in `mark_released`.
-        let r = self.release.load(Ordering::Acquire);
+        let r = self.head.release.load(Ordering::Acquire);
         (r & RELEASED != 0).then_some(r as u32)
     }
 
@@ -214,12 +288,17 @@ impl<T> Block<T> {
     pub(crate) fn try_push(&self, block: NonNull<Self>) -> Result<(), NonNull<Self>> {
         // SAFETY: `block` is exclusively ours until the CAS below succeeds.
         let b = unsafe { block.as_ref() };
-        // Relaxed: published by the Release CAS below.
-        b.start.store(self.start().wrapping_add(BLOCK_CAP), Ordering::Relaxed);
+        // Relaxed (both): published by the Release CAS below.
+        b.head
+            .start
+            .store(self.start().wrapping_add(BLOCK_CAP), Ordering::Relaxed);
+        b.head
+            .prev
+            .store(ptr::from_ref(self).cast_mut(), Ordering::Relaxed);
         // Release on success: publishes the block's fields to every thread
         // that reaches it through `next` (Acquire). Acquire on failure: we
         // dereference the block another thread linked.
-        match self.next.compare_exchange(
+        match self.head.next.compare_exchange(
             ptr::null_mut(),
             block.as_ptr(),
             Ordering::Release,
@@ -245,10 +324,8 @@ impl<T> Block<T> {
         };
         let mut curr = winner;
         loop {
-            // SAFETY: blocks after the one this producer is looking for are
-            // live (the consumer cannot pass the producer's unwritten slot,
-            // and blocks are recycled only behind the consumer); blocks
-            // before it are protected by the release protocol (`queue`).
+            // SAFETY: every block from the hint this producer loaded on is
+            // live for it: see the release protocol in `queue`.
             match unsafe { curr.as_ref() }.try_push(fresh) {
                 Ok(()) => return winner,
                 Err(next) => curr = next,
@@ -256,16 +333,19 @@ impl<T> Block<T> {
         }
     }
 
-    /// Makes a block that left the list empty again, for reuse.
+    /// Makes a block that left the list empty again, for reuse: a new lap
+    /// makes every slot not ready (each was written in the lap that ends).
     ///
     /// # Safety
     /// Only the consumer calls this, on a block no other thread can reach
-    /// any more, whose values have all been moved out.
+    /// any more, every slot of which was taken in its current lap.
     pub(crate) unsafe fn reset(&self) {
+        let lap = self.lap();
+        let next_lap = if lap == MAX_LAP { 1 } else { lap + 1 };
         // Relaxed (all three): the block is private to the consumer until the
         // Release CAS in `try_push` publishes it again.
-        self.next.store(ptr::null_mut(), Ordering::Relaxed);
-        self.ready.store(0, Ordering::Relaxed);
-        self.release.store(0, Ordering::Relaxed);
+        self.head.lap.store(next_lap, Ordering::Relaxed);
+        self.head.next.store(ptr::null_mut(), Ordering::Relaxed);
+        self.head.release.store(0, Ordering::Relaxed);
     }
 }

@@ -10,8 +10,9 @@
 //! # Guarantees
 //!
 //! * **Lock-free push** from any thread through a [`Sender`]: a claim with
-//!   one `fetch_add`, a write and a `fetch_or`. Steady state does not
-//!   allocate: slots come in blocks of 32 that the consumer recycles.
+//!   one `fetch_add`, a write and a store (the allocator aside, when a new
+//!   block is needed). Steady state does not allocate: slots come in blocks
+//!   of 32 that the consumer recycles.
 //! * **One consumer**: the [`Receiver`] is unique, `Send` but not `Sync`,
 //!   and takes values out through `&mut self`.
 //! * **Batch drain**: [`Receiver::drain_into`] appends every value pushed so

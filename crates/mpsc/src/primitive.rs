@@ -10,7 +10,7 @@ pub(crate) mod sync {
     pub(crate) use std::sync::Arc;
 
     pub(crate) mod atomic {
-        pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+        pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicU32, AtomicU64, Ordering};
     }
 }
 
@@ -19,7 +19,7 @@ pub(crate) mod sync {
     pub(crate) use loom::sync::Arc;
 
     pub(crate) mod atomic {
-        pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+        pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU8, AtomicU32, AtomicU64, Ordering};
     }
 }
 

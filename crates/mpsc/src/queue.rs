@@ -7,12 +7,14 @@
 //! list in index order. The design is the segmented fetch-and-add list of
 //! tokio's unbounded channel (`tokio::sync::mpsc::list`, Carl Lerche, 2019),
 //! itself a descendant of the array-of-segments queues of Morrison and Afek
-//! (LCRQ, 2013) and Yang and Mellor-Crummey (2016); we benchmarked it against
-//! Vyukov's intrusive node queue as the baseline it replaces (one shared RMW
-//! per push for Vyukov's `swap`, plus a node allocation or a contended free
-//! list; here one shared RMW per push plus one on the block's ready word,
-//! with one allocation-or-recycle per 32 pushes). On top of it come close,
-//! generations and tombstones, which are ours.
+//! (LCRQ, 2013) and Yang and Mellor-Crummey (2016). It replaces Vyukov's
+//! intrusive node queue, against which it is benchmarked
+//! (`benches/benches/mpsc.rs`): both cost one shared read-modify-write per
+//! push (Vyukov's `swap`, our `fetch_add`), but Vyukov's also needs a node
+//! per push (an allocation, or a contended and ABA-prone free list) and the
+//! consumer follows one pointer per value, while here a block serves 32
+//! pushes and the consumer reads a block's values side by side. On top of it
+//! come per-slot states, close, generations and tombstones, which are ours.
 //!
 //! * **The tail word** (`tail: AtomicU64`) packs the next index to claim
 //!   (high 32 bits), the generation (31 bits) and a `CLOSED` bit. A push
@@ -22,14 +24,15 @@
 //!   linearization point: close and reset are RMWs on the same word, so
 //!   every claim is totally ordered against them.
 //! * **Writing.** The producer finds the block of its index (below), writes
-//!   the value into the slot and sets the slot's ready bit with a Release
-//!   `fetch_or`. A claim that was refused (closed, or another generation)
-//!   still owns its index, so it sets the ready bit together with a
-//!   *tombstone* bit and hands the value back. Every claimed index thus
-//!   becomes ready exactly once. A cheap pre-check (a plain load of `tail`)
-//!   refuses most pushes on a closed or reset queue before they claim
-//!   anything, so a closed queue does not grow; only pushes racing the
-//!   close leave tombstones.
+//!   the value into the slot and stores the slot's state, `VALUE`, with
+//!   Release (a plain store: the claim is the push's only RMW). A claim that
+//!   was refused (closed, or another generation) still owns its index, so it
+//!   stores `TOMBSTONE` instead and hands the value back. Every claimed index
+//!   thus becomes ready exactly once. A cheap pre-check (a load of a status
+//!   word that copies the generation and `CLOSED` bit on a line of its own,
+//!   so that it stays in every producer's cache) refuses most pushes on a
+//!   closed or reset queue before they claim anything, so a closed queue
+//!   does not grow; only pushes racing the close leave tombstones.
 //! * **Draining.** The single consumer keeps its index and a pointer to the
 //!   block holding it, and takes the longest run of ready slots from there,
 //!   block after block, skipping tombstones. It stops at the first slot that
@@ -37,43 +40,59 @@
 //!   equivalent of Vyukov's "tail swapped but not linked yet"); its value
 //!   and every later one are found by a later drain once the producer
 //!   finishes. Nothing is ever skipped for good.
-//! * **Finding a block** (lock-free). Producers share a *hint* pointer to a
-//!   block at or before every block a producer may still need. A producer
-//!   walks `next` pointers from the hint to its block; where `next` is null
-//!   it allocates a block and links it with a CAS (on losing the race it
-//!   appends its block further down rather than freeing it). While walking,
-//!   it moves the hint past blocks that are *final* (every slot ready), so
-//!   the hint never passes a block that a claimed but unwritten index needs.
+//! * **Finding a block** (lock-free). Producers share a *hint*: the newest
+//!   block a producer has found. Usually the claimed index is in it. If the
+//!   index is further on, the producer walks `next` pointers (where `next`
+//!   is null it allocates a block and links it with a CAS; on losing the race
+//!   it appends its block further down rather than freeing it) and then moves
+//!   the hint to its block with one CAS from the value it loaded. If the
+//!   index is further back (other producers claimed after it and moved the
+//!   hint on before it looked), it walks back along `prev` pointers, usually
+//!   one block. Unlike tokio's list, whose tail pointer may only pass
+//!   completed blocks and whose producers only walk forward, a producer
+//!   stalled in the middle of a push does not hold the hint back, so the
+//!   other producers' walks stay short whatever it does.
 //!
 //! # Reuse and ABA-safety
 //!
 //! Steady state does not allocate: the consumer recycles each block it has
 //! finished by resetting it and appending it after the end of the list,
-//! where producers find it already linked (it keeps at most 32 such spare
-//! blocks, 1024 slots, beyond the newest claim and frees the rest). Reusing a block while a producer still holds a pointer to
-//! it would be the ABA hazard of node reuse; it is ruled out by the
-//! *release protocol*:
+//! where producers find it already linked. Like a `Vec` keeping its
+//! capacity, it keeps as many spare slots beyond the newest claim as the
+//! largest backlog it has seen (at least 1024), and frees the surplus; a
+//! reset brings that back to 1024.
 //!
-//! 1. The hint moves past a block `B` only by a CAS from `B` to `B.next`.
-//!    The producer whose CAS succeeds then reads `tail` with
-//!    `fetch_add(0, Release)` (an RMW, so it reads the latest claim) and
-//!    records that index `T` in `B` as *released at T*.
-//! 2. A producer with claim `i` that dereferences `B` loaded the hint before
-//!    that CAS. Its claim `fetch_add(Acquire)` either comes after the
-//!    `fetch_add(0)` in `tail`'s modification order (then it synchronizes
-//!    with it and must have loaded the moved hint, a contradiction), or
-//!    before it, and then `i < T`.
+//! Reusing a block while a producer still holds a pointer to it would be
+//! the ABA hazard of node reuse; it is ruled out by the *release protocol*:
+//!
+//! 1. The hint moves only forward, by a CAS from a block `H` to a block `F`
+//!    that the mover reached by walking from `H`. The mover then reads
+//!    `tail` with `fetch_add(0, Release)` (an RMW, so it reads the latest
+//!    claim) and records that index `T` in every block from `H` up to `F`
+//!    (excluded) as *released at T*.
+//! 2. A producer with claim `i` dereferences only blocks from the hint it
+//!    loaded after its claim onwards (forward walk), or from its own block
+//!    up to that hint (backward walk). Take a block `B` of a forward walk,
+//!    released at `T`: the producer loaded a hint at or before `B`, so
+//!    before the CAS that moved the hint past `B`. Its claim
+//!    `fetch_add(Acquire)` either comes after that mover's `fetch_add(0)`
+//!    in `tail`'s modification order (then it synchronizes with it and must
+//!    have loaded the moved hint, a contradiction), or before it, and then
+//!    `i < T`.
 //! 3. The consumer recycles `B` only once `B` is released at `T` and its own
 //!    index has reached `T`, which means slot `i` has been taken, so that
-//!    producer set its ready bit (Release, read with Acquire), and that was
-//!    its last access to any block.
-//! 4. Blocks after the one a producer needs cannot be recycled while it
-//!    works, because the consumer cannot move past its unwritten slot and
-//!    recycles blocks in list order behind itself.
+//!    producer stored its slot's state (Release, read with Acquire), and
+//!    that was its last access to any block.
+//! 4. Blocks from the one a producer needs onwards (which covers a backward
+//!    walk) cannot be recycled while it works, because the consumer cannot
+//!    move past its unwritten slot and recycles blocks in list order behind
+//!    itself.
 //!
 //! So a block is reset only when no producer can reach it; the hint's CAS
-//! cannot suffer ABA either, since the block a walker stands on cannot be
-//! recycled under it. Indices wrap at 2^32; comparisons are wrapping and
+//! cannot suffer ABA either, since the block it was loaded as cannot be
+//! recycled under the producer. Loom models check the protocol: weakening
+//! the claim to Relaxed, replacing `fetch_add(0)` by a load, or recycling
+//! without waiting for `T` each make them fail. Indices wrap at 2^32; comparisons are wrapping and
 //! valid while fewer than 2^31 slots separate the consumer from the newest
 //! claim. A producer that would grow the list beyond 2^30 undrained slots
 //! aborts the process (like `Arc`'s reference-count overflow), which keeps
@@ -120,13 +139,14 @@ const LOW_HALF: u64 = u32::MAX as u64;
 const INITIAL_INDEX: u32 = 0u32.wrapping_sub(4 * BLOCK_CAP);
 /// Most undrained slots a queue may hold before a producer aborts.
 const MAX_SPAN: u32 = 1 << 30;
-/// Most recycled blocks kept linked beyond the newest claim (1024 slots);
-/// beyond that, finished blocks are freed.
+/// Spare slots (recycled blocks kept linked beyond the newest claim) a
+/// queue keeps at least; it keeps more after a larger backlog, like a `Vec`
+/// keeps its capacity, until the next reset.
 #[cfg(not(stepsched_loom))]
-const MAX_SPARE_BLOCKS: u32 = 32;
-/// Under loom: one spare, so that freeing surplus blocks is modelled too.
+const MIN_SPARE_SLOTS: u32 = 32 * BLOCK_CAP;
+/// Under loom: one spare block, so that freeing surplus blocks is modelled.
 #[cfg(stepsched_loom)]
-const MAX_SPARE_BLOCKS: u32 = 1;
+const MIN_SPARE_SLOTS: u32 = BLOCK_CAP;
 
 #[inline(always)]
 const fn index_of(word: u64) -> u32 {
@@ -156,6 +176,12 @@ impl Refusal {
         } else {
             Some(Refusal::Closed)
         }
+    }
+
+    /// As [`Refusal::of`], from the status word (the low half of `tail`).
+    #[inline(always)]
+    fn of_status(status: u32, generation: u32) -> Option<Refusal> {
+        Refusal::of(u64::from(status), generation)
     }
 
     #[inline(always)]
@@ -191,6 +217,10 @@ impl fmt::Display for Generation {
 struct Shared<T> {
     /// Next index to claim (high half), generation and `CLOSED` (low half).
     tail: CachePadded<AtomicU64>,
+    /// A copy of the low half of `tail` (generation and `CLOSED`), updated
+    /// after each close and reopen, on a line that pushes only read: the
+    /// pre-check of `push` reads it instead of the claim-contended `tail`.
+    status: CachePadded<AtomicU32>,
     /// A block at or before every block a producer may still need.
     hint: CachePadded<AtomicPtr<Block<T>>>,
     /// The consumer's index, published after each drain; read only by
@@ -213,6 +243,24 @@ unsafe impl<T: Send> Send for Shared<T> {}
 unsafe impl<T: Send> Sync for Shared<T> {}
 
 impl<T> Shared<T> {
+    /// The generation and `CLOSED` bit, as of a recent close or reopen.
+    #[inline(always)]
+    fn status(&self) -> u32 {
+        // Relaxed: a refusal based on any value the status held since the
+        // sender was made is correct (the queue was closed or reset at that
+        // point), and the value is never older than the sender: senders are
+        // made by the receiver after it stores the status. The claim itself
+        // decides every push the pre-check lets through.
+        self.status.load(Ordering::Relaxed)
+    }
+
+    /// Publishes a new status (receiver only, after the RMW on `tail`).
+    fn set_status(&self, status: u32) {
+        // Relaxed: see `status`; the receiver's later `sender()` calls are
+        // ordered after this store by program order.
+        self.status.store(status, Ordering::Relaxed);
+    }
+
     /// Returns the block holding `index`, growing the list if needed.
     ///
     /// The caller has claimed `index` and not yet marked it ready, which
@@ -221,63 +269,80 @@ impl<T> Shared<T> {
     #[inline]
     fn find_block(&self, index: u32) -> NonNull<Block<T>> {
         let start = start_of(index);
-        let offset = index & OFFSET_MASK;
         // Acquire: pairs with the Release CAS that moved the hint (and,
         // transitively, the Release CAS that linked the block), so the
         // block's fields are visible.
-        let mut ptr = self.hint.load(Ordering::Acquire);
+        let hint = self.hint.load(Ordering::Acquire);
         // SAFETY: the hint is never null, and the block is live for us: the
         // release protocol keeps it from being recycled before our slot is
         // taken by the consumer.
-        let mut block = unsafe { &*ptr };
-        let mut block_start = block.start();
-        if block_start == start {
-            // SAFETY: `ptr` is non-null (just dereferenced).
-            return unsafe { NonNull::new_unchecked(ptr) };
+        let mut block = unsafe { &*hint };
+        let behind = start.wrapping_sub(block.start()) as i32;
+        if behind == 0 {
+            // SAFETY: non-null (just dereferenced).
+            return unsafe { NonNull::new_unchecked(hint) };
         }
-        // Only claims a few blocks ahead of the hint try to move it, which
-        // keeps most producers off the hint's cache line.
-        let distance = start.wrapping_sub(block_start) / BLOCK_CAP;
-        let mut advance = distance > offset;
-        loop {
+        if behind < 0 {
+            // Our block is older than the hint (others claimed after us and
+            // moved it on): walk back, usually one block.
+            loop {
+                // SAFETY: the hint is after our block, so `prev` exists, and
+                // every block from ours to the hint is live (the consumer
+                // cannot pass our unwritten slot, and it recycles blocks only
+                // behind itself).
+                block = unsafe { block.prev() };
+                if block.start() == start {
+                    return NonNull::from(block);
+                }
+            }
+        }
+        // Our block is newer: walk forward, linking blocks where needed.
+        let found = loop {
             // Acquire: pairs with the Release CAS in `Block::try_push` that
             // linked the next block, so its fields are visible.
             let next = match block.next(Ordering::Acquire) {
                 Some(next) => next,
                 None => {
-                    self.check_span(block_start.wrapping_add(BLOCK_CAP));
+                    self.check_span(block.start().wrapping_add(BLOCK_CAP));
                     block.grow()
                 }
             };
-            advance = advance && block.is_final();
-            if advance {
-                // Release: publishes the (already visible to us) next block
-                // to producers that load the hint with Acquire. Relaxed on
-                // failure: we only stop advancing.
-                if self
-                    .hint
-                    .compare_exchange(ptr, next.as_ptr(), Ordering::Release, Ordering::Relaxed)
-                    .is_ok()
-                {
-                    // Release RMW: reads the latest claim (RMWs always read
-                    // the last value in modification order), and any claim
-                    // after it synchronizes with it and so sees the moved
-                    // hint. This is step 1-2 of the release protocol.
-                    let observed = self.tail.fetch_add(0, Ordering::Release);
-                    block.mark_released(index_of(observed));
-                } else {
-                    advance = false;
-                }
-            }
-            ptr = next.as_ptr();
-            // SAFETY: live, as argued for the hint block: it lies between
-            // the hint we loaded and our own block, or after our block.
+            // SAFETY: live for us (release protocol): it lies between the
+            // hint we loaded and our block.
             block = unsafe { next.as_ref() };
-            block_start = block.start();
-            if block_start == start {
-                return next;
+            if block.start() == start {
+                break next;
+            }
+        };
+        // Move the hint to our block, releasing the blocks it passes. Only
+        // from the value we loaded: if another producer moved it first, it
+        // is at least as far on, or will be corrected by a later push.
+        // Release: publishes the blocks we walked to producers that load the
+        // hint with Acquire. Relaxed on failure: we just leave it.
+        if self
+            .hint
+            .compare_exchange(hint, found.as_ptr(), Ordering::Release, Ordering::Relaxed)
+            .is_ok()
+        {
+            // Release RMW: reads the latest claim (an RMW always reads the
+            // last value in modification order), and a claim after it
+            // synchronizes with it and so sees the moved hint. Steps 1 and 2
+            // of the release protocol.
+            let observed = index_of(self.tail.fetch_add(0, Ordering::Release));
+            let mut passed = hint;
+            while passed != found.as_ptr() {
+                // SAFETY: a block of our walk, live for us as argued above.
+                let b = unsafe { &*passed };
+                b.mark_released(observed);
+                // Relaxed: we loaded this `next` with Acquire in the walk,
+                // and it does not change while the block is linked.
+                passed = b
+                    .next(Ordering::Relaxed)
+                    .expect("walked through it")
+                    .as_ptr();
             }
         }
+        found
     }
 
     /// Aborts if growing the list to a block starting at `new_start` would
@@ -361,7 +426,7 @@ impl<T> Sender<T> {
     /// reset since this sender was made.
     ///
     /// Lock-free: one load and one `fetch_add` on the tail word, a walk of
-    /// usually zero blocks, a write and a `fetch_or`; once every 32 pushes a
+    /// usually zero blocks, a write and a store; once every 32 pushes a
     /// block is linked (recycled, or allocated when none is spare).
     ///
     /// ```
@@ -375,12 +440,7 @@ impl<T> Sender<T> {
     /// ```
     #[inline]
     pub fn push(&self, value: T) -> Result<(), PushError<T>> {
-        let shared = &*self.shared;
-        // Relaxed: a refusal based on any value `tail` held since this
-        // sender was made is correct (the queue was closed or reset at that
-        // point); nothing is read through it.
-        let seen = shared.tail.load(Ordering::Relaxed);
-        if let Some(refusal) = Refusal::of(seen, self.generation) {
+        if let Some(refusal) = Refusal::of_status(self.shared.status(), self.generation) {
             return Err(refusal.with(value));
         }
         self.claim_and_write(value)
@@ -420,14 +480,16 @@ impl<T> Sender<T> {
 
     /// Whether a push would be refused now (closed, or another generation).
     pub fn is_closed(&self) -> bool {
-        // Relaxed: a snapshot, as for the pre-check in `push`.
-        Refusal::of(self.shared.tail.load(Ordering::Relaxed), self.generation).is_some()
+        Refusal::of_status(self.shared.status(), self.generation).is_some()
     }
 }
 
 impl<T> Clone for Sender<T> {
     fn clone(&self) -> Self {
-        Sender { shared: Arc::clone(&self.shared), generation: self.generation }
+        Sender {
+            shared: Arc::clone(&self.shared),
+            generation: self.generation,
+        }
     }
 }
 
@@ -486,11 +548,17 @@ pub struct Receiver<T> {
     head: NonNull<Block<T>>,
     /// `head`'s start index (cached: the consumer is its only reader).
     head_start: u32,
+    /// `head`'s lap (cached like `head_start`: only this receiver changes
+    /// it, when it recycles the block), so `has_events` is one atomic load.
+    head_lap: u8,
     /// The oldest block not recycled yet (at or before `head`).
     free_head: NonNull<Block<T>>,
     /// The block this receiver appended last when recycling, while it has
     /// not been recycled again: where the end of the list is searched from.
     spare_tail: Option<NonNull<Block<T>>>,
+    /// Spare slots to keep: the most slots one drain has taken since the
+    /// last reset, at least [`MIN_SPARE_SLOTS`].
+    spare_slots: u32,
     /// The next index to take.
     index: u32,
     generation: u32,
@@ -516,6 +584,7 @@ impl<T> Receiver<T> {
         let block = Block::alloc(INITIAL_INDEX);
         let shared = Arc::new(Shared {
             tail: CachePadded::new(AtomicU64::new(u64::from(INITIAL_INDEX) << 32)),
+            status: CachePadded::new(AtomicU32::new(0)),
             hint: CachePadded::new(AtomicPtr::new(block.as_ptr())),
             consumer_index: CachePadded::new(AtomicU32::new(INITIAL_INDEX)),
             orphan: UnsafeCell::new(None),
@@ -525,8 +594,11 @@ impl<T> Receiver<T> {
             shared,
             head: block,
             head_start: INITIAL_INDEX,
+            // SAFETY: just allocated, not shared yet.
+            head_lap: unsafe { block.as_ref() }.lap(),
             free_head: block,
             spare_tail: None,
+            spare_slots: MIN_SPARE_SLOTS,
             index: INITIAL_INDEX,
             generation: 0,
             closed_at: None,
@@ -535,7 +607,10 @@ impl<T> Receiver<T> {
 
     /// A sender bound to the current generation.
     pub fn sender(&self) -> Sender<T> {
-        Sender { shared: Arc::clone(&self.shared), generation: self.generation }
+        Sender {
+            shared: Arc::clone(&self.shared),
+            generation: self.generation,
+        }
     }
 
     /// The current generation.
@@ -556,19 +631,21 @@ impl<T> Receiver<T> {
     /// progress is not reported (nor drained) until that push completes.
     #[inline]
     pub fn has_events(&self) -> bool {
-        let block = if self.head_start == start_of(self.index) {
-            self.head
-        } else {
+        let offset = self.index & OFFSET_MASK;
+        let (ready, tomb) = if self.head_start == start_of(self.index) {
+            // The common case: one load, the slot's state.
             // SAFETY: `head` is live (only this receiver recycles, and only
             // blocks before `head`).
+            unsafe { self.head.as_ref() }.slot_state_in_lap(offset, self.head_lap)
+        } else {
+            // SAFETY: as above.
             // Acquire: pairs with the Release CAS that linked the block.
             match unsafe { self.head.as_ref() }.next(Ordering::Acquire) {
-                Some(next) => next,
+                // SAFETY: the block right after `head`: live, as above.
+                Some(next) => unsafe { next.as_ref() }.slot_state(offset),
                 None => return false,
             }
         };
-        // SAFETY: `head` or the block right after it: live, as above.
-        let (ready, tomb) = unsafe { block.as_ref() }.slot_state(self.index & OFFSET_MASK);
         if !ready {
             false
         } else if !tomb {
@@ -638,6 +715,7 @@ impl<T> Receiver<T> {
     #[inline]
     fn drain_to(&mut self, sink: &mut impl Sink<T>) -> usize {
         let mut taken = 0;
+        let first = self.index;
         while self.advance_head() {
             // SAFETY: `head` is live (see `has_events`).
             let block = unsafe { self.head.as_ref() };
@@ -663,8 +741,16 @@ impl<T> Receiver<T> {
             }
         }
         self.reclaim();
+        // Keep at least one drain's worth of slots as spares: producers
+        // fill that much while the consumer is away.
+        let drained = self.index.wrapping_sub(first);
+        if drained > self.spare_slots {
+            self.spare_slots = drained.min(MAX_SPAN);
+        }
         // Relaxed: read only by the span check, where staleness is harmless.
-        self.shared.consumer_index.store(self.index, Ordering::Relaxed);
+        self.shared
+            .consumer_index
+            .store(self.index, Ordering::Relaxed);
         taken
     }
 
@@ -681,6 +767,8 @@ impl<T> Receiver<T> {
                     self.head = next;
                     // SAFETY: linked after `head`, so live.
                     self.head_start = unsafe { next.as_ref() }.start();
+                    // SAFETY: as above.
+                    self.head_lap = unsafe { next.as_ref() }.lap();
                 }
                 None => return false,
             }
@@ -701,7 +789,9 @@ impl<T> Receiver<T> {
             }
             // Relaxed: `head` moved past this block, so we already loaded
             // this `next` with Acquire, and it cannot change while linked.
-            let next = b.next(Ordering::Relaxed).expect("a block before head has a next block");
+            let next = b
+                .next(Ordering::Relaxed)
+                .expect("a block before head has a next block");
             self.free_head = next;
             // SAFETY: released at `observed` and our index reached it: no
             // producer can reach the block, and all its values are taken.
@@ -711,8 +801,7 @@ impl<T> Receiver<T> {
 
     /// Resets a finished block and appends it after the end of the list,
     /// where producers find it already linked; frees it instead when the
-    /// list already holds [`MAX_SPARE_BLOCKS`] blocks beyond the newest
-    /// claim.
+    /// list already holds `spare_slots` slots beyond the newest claim.
     ///
     /// # Safety
     /// No producer can reach `block` (release protocol) and all its values
@@ -723,22 +812,23 @@ impl<T> Receiver<T> {
         }
         // SAFETY: unreachable by anyone else (caller).
         unsafe { block.as_ref().reset() };
+        // Acquire: as in `find_block`.
+        let hint = NonNull::new(self.shared.hint.load(Ordering::Acquire)).expect("hint is set");
+        // The hint is (about) the newest block producers have reached: it
+        // sizes the spares without touching `tail`, whose cache line the
+        // producers' claims keep busy.
+        // SAFETY: the hint block is live for us: only this receiver recycles.
+        let frontier = unsafe { hint.as_ref() }.start();
         // The end of the list is usually right after the block we appended
         // last; otherwise search from the hint.
-        let mut curr = match self.spare_tail {
-            Some(spare) => spare,
-            // Acquire: as in `find_block`.
-            None => NonNull::new(self.shared.hint.load(Ordering::Acquire)).expect("hint is set"),
-        };
-        // Relaxed: only sizes the spare list; any recent value will do.
-        let frontier = start_of(index_of(self.shared.tail.load(Ordering::Relaxed)));
+        let mut curr = self.spare_tail.unwrap_or(hint);
         loop {
             // SAFETY: `curr` is the hint or a block after it, or a block we
             // appended and have not recycled since (or one after it). Only
             // this receiver recycles, and only blocks behind `head` that the
             // hint has moved past, in list order; so `curr` is live.
             let c = unsafe { curr.as_ref() };
-            if c.start().wrapping_sub(frontier) as i32 >= (MAX_SPARE_BLOCKS * BLOCK_CAP) as i32 {
+            if c.start().wrapping_sub(frontier) as i32 >= self.spare_slots as i32 {
                 // SAFETY: never linked again, so still private; values taken.
                 unsafe { Block::free(block) };
                 return;
@@ -772,6 +862,7 @@ impl<T> Receiver<T> {
         // matters (claims before it are accepted, claims after it refused).
         let word = self.shared.tail.fetch_or(CLOSED, Ordering::Relaxed);
         debug_assert_eq!(word & CLOSED, 0, "only the receiver closes");
+        self.shared.set_status(word as u32 | CLOSED as u32);
         let at = index_of(word);
         self.closed_at = Some(at);
         at
@@ -829,8 +920,12 @@ impl<T> Receiver<T> {
                 Err(actual) => seen = actual,
             }
         }
+        self.shared.set_status(generation << 1);
         self.generation = generation;
         self.closed_at = None;
+        // The next generation starts with the minimum of spares again; the
+        // surplus is freed as it comes round.
+        self.spare_slots = MIN_SPARE_SLOTS;
         Generation(generation)
     }
 }

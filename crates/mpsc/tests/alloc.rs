@@ -5,24 +5,29 @@
 #![cfg(not(stepsched_loom))]
 
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::thread;
 
-use stepsched_mpsc::Receiver;
+use stepsched_mpsc::{Receiver, Sender};
 
 struct Counting;
 
 static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+/// Bytes allocated and not yet freed.
+static LIVE_BYTES: AtomicUsize = AtomicUsize::new(0);
 
 // SAFETY: forwards to the system allocator, only counting calls.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        LIVE_BYTES.fetch_add(layout.size(), Ordering::Relaxed);
         // SAFETY: same contract as ours.
         unsafe { System.alloc(layout) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE_BYTES.fetch_sub(layout.size(), Ordering::Relaxed);
         // SAFETY: same contract as ours.
         unsafe { System.dealloc(ptr, layout) }
     }
@@ -46,6 +51,98 @@ fn allocations() -> usize {
 fn steady_state_does_not_allocate() {
     single_thread();
     across_threads();
+    no_block_leaks();
+}
+
+/// Every block is freed with the queue, whatever path it took: spares,
+/// surplus blocks freed on recycling, blocks grown by racing producers,
+/// blocks left behind by a close or a reset, either drop order.
+///
+/// The producer threads live through the whole check (a thread frees some
+/// of its own memory after `join` returns), driven by two counters.
+fn no_block_leaks() {
+    const PRODUCERS: u64 = 3;
+    // The sender the producers use in the current round.
+    let current: Mutex<Option<Sender<u64>>> = Mutex::new(None);
+    // Rounds started (u64::MAX: stop) and producer-rounds finished.
+    let started = AtomicU64::new(0);
+    let finished = AtomicU64::new(0);
+    thread::scope(|s| {
+        for _ in 0..PRODUCERS {
+            s.spawn(|| {
+                let mut seen = 0;
+                loop {
+                    let round = started.load(Ordering::Acquire);
+                    if round == u64::MAX {
+                        return;
+                    }
+                    if round == seen {
+                        thread::yield_now();
+                        continue;
+                    }
+                    seen = round;
+                    let tx = current
+                        .lock()
+                        .unwrap()
+                        .clone()
+                        .expect("set before the round");
+                    for i in 0..(round * 997) % 5000 {
+                        if tx.push(i).is_err() {
+                            break;
+                        }
+                    }
+                    drop(tx);
+                    finished.fetch_add(1, Ordering::Release);
+                }
+            });
+        }
+        let mut round = 0u64;
+        let mut run_round = |rx: &mut Receiver<u64>, out: &mut Vec<u64>, close: bool| {
+            *current.lock().unwrap() = Some(rx.sender());
+            round += 1;
+            started.store(round, Ordering::Release);
+            out.clear();
+            rx.drain_into(out);
+            if close {
+                rx.close();
+            }
+            while finished.load(Ordering::Acquire) < round * PRODUCERS {
+                thread::yield_now();
+            }
+            *current.lock().unwrap() = None;
+        };
+        // The first pass warms up what std allocates once (locks, buffers).
+        for (pass, receiver_first) in [(0, true), (1, true), (2, false)] {
+            let before = LIVE_BYTES.load(Ordering::Relaxed);
+            let mut rx = Receiver::<u64>::new();
+            let mut out = Vec::new();
+            let mut leftovers = Vec::new();
+            for r in 0..20 {
+                run_round(&mut rx, &mut out, r % 4 == 1);
+                if r % 3 == 0 {
+                    leftovers.clear();
+                    rx.reset(&mut leftovers);
+                }
+            }
+            let tx = rx.sender();
+            for i in 0..3000 {
+                tx.push(i).unwrap();
+            }
+            drop(out);
+            drop(leftovers);
+            if receiver_first {
+                drop(rx);
+                drop(tx);
+            } else {
+                drop(tx);
+                drop(rx);
+            }
+            if pass > 0 {
+                assert_eq!(LIVE_BYTES.load(Ordering::Relaxed), before, "memory leaked");
+            }
+        }
+        started.store(u64::MAX, Ordering::Release);
+    });
 }
 
 fn single_thread() {

@@ -176,7 +176,11 @@ fn ledger(n: usize) -> Arc<Vec<AtomicUsize>> {
 
 fn assert_each_dropped_once(ledger: &[AtomicUsize]) {
     for (id, count) in ledger.iter().enumerate() {
-        assert_eq!(count.load(Ordering::SeqCst), 1, "item {id} dropped the wrong number of times");
+        assert_eq!(
+            count.load(Ordering::SeqCst),
+            1,
+            "item {id} dropped the wrong number of times"
+        );
     }
 }
 
@@ -187,7 +191,10 @@ fn every_item_is_dropped_exactly_once() {
     for receiver_first in [false, true] {
         const N: usize = 1_000;
         let drops = ledger(N);
-        let item = |id| Tracked { id, ledger: Arc::clone(&drops) };
+        let item = |id| Tracked {
+            id,
+            ledger: Arc::clone(&drops),
+        };
         let (tx, mut rx) = channel();
         let mut out = Vec::new();
         for id in 0..300 {

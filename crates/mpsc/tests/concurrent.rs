@@ -16,7 +16,11 @@ fn check_exactly_once_in_order(drained: &[Item], producers: usize, per_producer:
     let mut next = vec![0usize; producers];
     for &(p, i) in drained {
         assert!(p < producers, "unknown producer {p}");
-        assert_eq!(i, next[p], "producer {p}: expected item {} but got {i}", next[p]);
+        assert_eq!(
+            i, next[p],
+            "producer {p}: expected item {} but got {i}",
+            next[p]
+        );
         next[p] += 1;
     }
     for (p, n) in next.iter().enumerate() {
@@ -190,7 +194,11 @@ fn stale_pushes_racing_reset_never_reach_the_new_generation() {
             out.clear();
             rx.drain_into(&mut out);
             for v in &out {
-                assert_eq!(v.0, generation, "an item of generation {} drained in {generation}", v.0);
+                assert_eq!(
+                    v.0, generation,
+                    "an item of generation {} drained in {generation}",
+                    v.0
+                );
                 count(v.1);
             }
             if done {

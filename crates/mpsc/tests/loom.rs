@@ -18,9 +18,15 @@ fn assert_exactly_once_in_order(seen: &[(u8, u8)], producers: u8, per_producer: 
     for p in 0..producers {
         let mine: Vec<u8> = seen.iter().filter(|e| e.0 == p).map(|e| e.1).collect();
         let expected: Vec<u8> = (0..per_producer).collect();
-        assert_eq!(mine, expected, "producer {p}: items lost, duplicated or reordered");
+        assert_eq!(
+            mine, expected,
+            "producer {p}: items lost, duplicated or reordered"
+        );
     }
-    assert_eq!(seen.len(), usize::from(producers) * usize::from(per_producer));
+    assert_eq!(
+        seen.len(),
+        usize::from(producers) * usize::from(per_producer)
+    );
 }
 
 /// Two producers push while the consumer drains. A push that has claimed
@@ -168,7 +174,8 @@ fn drop_with_a_push_in_progress_drops_each_item_once() {
     loom::model(|| {
         let drops = Arc::new(AtomicUsize::new(0));
         let (tx, rx) = channel::<Counted>();
-        tx.push(Counted(drops.clone())).unwrap_or_else(|_| panic!("open"));
+        tx.push(Counted(drops.clone()))
+            .unwrap_or_else(|_| panic!("open"));
         let d = drops.clone();
         let h = thread::spawn(move || {
             // Accepted (dropped with the queue) or refused (dropped here).

@@ -11,7 +11,10 @@ use stepsched_mpsc::{PushError, Receiver, Sender};
 enum Op {
     /// Push `count` values through sender number `sender` (modulo the
     /// senders made so far; old ones may be stale).
-    Push { sender: usize, count: usize },
+    Push {
+        sender: usize,
+        count: usize,
+    },
     Drain,
     Close,
     Reset,
