@@ -79,7 +79,6 @@ where
 /// and reaches nothing (see [`complete`](Completer::complete)).
 pub struct Completer<P: Process + 'static> {
     slot: Option<Arc<Slot<P>>>,
-    sender: stepsched_mpsc::Sender<Event<P::Payload>>,
     tag: Tag,
     /// `Slot::wake`, taken where `P: SchedProcess` is known, so that `Drop`
     /// (which cannot ask for more bounds than the type) can call it.
@@ -88,12 +87,11 @@ pub struct Completer<P: Process + 'static> {
 
 impl<P: SchedProcess> Completer<P> {
     pub(crate) fn new(slot: Arc<Slot<P>>, tag: Tag) -> Self {
-        // The sender carries the queue's generation as of now, the
-        // dispatch: a later life of the queue refuses it.
-        let sender = slot.sender.clone();
+        // The completer holds its own process's slot. Slots are never
+        // reused, so it cannot reach a later process with the same PID; once
+        // its process has closed, its queue refuses the completion.
         Completer {
             slot: Some(slot),
-            sender,
             tag,
             wake: Slot::wake,
         }
@@ -111,7 +109,7 @@ impl<P: SchedProcess> Completer<P> {
     /// dropped.
     pub fn complete(mut self, result: Result<P::Payload, Error>) -> bool {
         let slot = self.slot.take().expect("a completer completes once");
-        deliver(&slot, &self.sender, self.tag, result, self.wake)
+        deliver(&slot, self.tag, result, self.wake)
     }
 }
 
@@ -148,7 +146,6 @@ impl Drop for Dispatching {
 /// process again with it.
 fn deliver<P: Process + 'static>(
     slot: &Arc<Slot<P>>,
-    sender: &stepsched_mpsc::Sender<Event<P::Payload>>,
     tag: Tag,
     result: Result<P::Payload, Error>,
     wake: fn(&Arc<Slot<P>>) -> bool,
@@ -162,7 +159,7 @@ fn deliver<P: Process + 'static>(
         // A terminate during the dispatch means the event is never stepped.
         return !slot.state_is_complete();
     }
-    if sender.push(Event::completion(tag, result)).is_err() {
+    if slot.sender().push(Event::completion(tag, result)).is_err() {
         return false;
     }
     // A process that completed after the push will never step the event
@@ -178,7 +175,7 @@ impl<P: Process + 'static> Drop for Completer<P> {
             } else {
                 Error::failed("the handler dropped its completer without completing")
             };
-            deliver(&slot, &self.sender, self.tag, Err(error), self.wake);
+            deliver(&slot, self.tag, Err(error), self.wake);
         }
     }
 }

@@ -220,8 +220,9 @@ pub(crate) struct Slot<P: Process + 'static> {
     pub(crate) pid: Pid,
     core: Arc<Core<P>>,
     state: StateCell,
-    /// Producers' side of the event queue, bound to the current generation.
-    pub(crate) sender: mpsc::Sender<Event<P::Payload>>,
+    /// The event queue, created by the first event (an idle process that
+    /// was never sent anything costs no queue).
+    queue: OnceLock<EventQueue<P::Payload>>,
     /// The process and what only its owner touches; see the module docs
     /// for who the owner is.
     body: UnsafeCell<Body<P>>,
@@ -241,10 +242,26 @@ pub(crate) struct Slot<P: Process + 'static> {
     pub(crate) inline: UnsafeCell<Vec<Event<P::Payload>>>,
 }
 
+/// A process's event queue: producers push through `sender`; only the
+/// owner of the process (see the module docs) drains `receiver`.
+struct EventQueue<T> {
+    sender: mpsc::Sender<Event<T>>,
+    receiver: UnsafeCell<mpsc::Receiver<Event<T>>>,
+}
+
+impl<T> EventQueue<T> {
+    fn new() -> Self {
+        let receiver = mpsc::Receiver::new();
+        EventQueue {
+            sender: receiver.sender(),
+            receiver: UnsafeCell::new(receiver),
+        }
+    }
+}
+
 struct Body<P: Process + 'static> {
     /// `None` once closed.
     process: Option<P>,
-    events: mpsc::Receiver<Event<P::Payload>>,
     batch: Vec<Event<P::Payload>>,
     out: StepOutput<P::Command, P::Output>,
 }
@@ -274,6 +291,11 @@ where
 }
 
 impl<P: Process + 'static> Slot<P> {
+    /// The producers' side of the event queue, created on first use.
+    pub(crate) fn sender(&self) -> &mpsc::Sender<Event<P::Payload>> {
+        &self.queue.get_or_init(EventQueue::new).sender
+    }
+
     /// Whether the process is Complete.
     pub(crate) fn state_is_complete(&self) -> bool {
         self.state.load().is_complete()
@@ -303,7 +325,7 @@ impl<P: SchedProcess> Slot<P> {
             return;
         }
         self.cancel.cancel();
-        if self.sender.push(Event::cancel()).is_ok() {
+        if self.sender().push(Event::cancel()).is_ok() {
             self.wake();
         }
     }
@@ -323,10 +345,14 @@ impl<P: SchedProcess> Slot<P> {
             }
             drop(process);
         }
-        body.events.close();
         body.batch.clear();
-        body.events.drain_into(&mut body.batch);
-        body.batch.clear();
+        if let Some(queue) = self.queue.get() {
+            // SAFETY: the caller owns the process, hence the receiver.
+            let receiver = unsafe { &mut *queue.receiver.get() };
+            receiver.close();
+            receiver.drain_into(&mut body.batch);
+            body.batch.clear();
+        }
     }
 
     /// Publishes the result, once; later calls do nothing.
@@ -483,7 +509,10 @@ impl<P: SchedProcess> Core<P> {
             // SAFETY: our `try_start` won: we own the body until our next
             // transition of `slot.state`, and we drop this borrow before it.
             let body = unsafe { &mut *slot.body.get() };
-            body.events.drain_into(&mut body.batch);
+            if let Some(queue) = slot.queue.get() {
+                // SAFETY: we own the process (see above), hence the receiver.
+                unsafe { (*queue.receiver.get()).drain_into(&mut body.batch) };
+            }
             body.out.reset();
             let Some(process) = body.process.as_mut() else {
                 debug_assert!(false, "a started process is not closed");
@@ -847,15 +876,13 @@ impl<P: SchedProcess> Handle<P> {
             core.release_reservation();
             return Err(SubmitError::Init(e));
         }
-        let events = mpsc::Receiver::new();
         let slot = Arc::new(Slot {
             pid,
             core: core.clone(),
             state: StateCell::new(),
-            sender: events.sender(),
+            queue: OnceLock::new(),
             body: UnsafeCell::new(Body {
                 process: Some(process),
-                events,
                 batch: Vec::new(),
                 out: StepOutput::default(),
             }),
@@ -928,7 +955,7 @@ impl<P: SchedProcess> Handle<P> {
         if slot.state.load().is_complete() {
             return Err(SendError::Finished(pid, message));
         }
-        match slot.sender.push(Event::message(message)) {
+        match slot.sender().push(Event::message(message)) {
             Ok(()) => {
                 // If the process completed since, the message is dropped
                 // with the rest of its queue, as documented.
@@ -1041,7 +1068,7 @@ impl<P: SchedProcess> Receiver<P::Payload> for Handle<P> {
             topic,
             payload,
         } = package;
-        match slot.sender.push(Event::message(payload)) {
+        match slot.sender().push(Event::message(payload)) {
             Ok(()) => {
                 slot.wake();
                 Ok(())
