@@ -1025,7 +1025,16 @@ impl<P: SchedProcess> Handle<P> {
             live: if core.limited {
                 core.live.load(Ordering::Relaxed)
             } else {
-                core.unpublished.load(Ordering::Relaxed)
+                // Without a limit `live` is not kept: derive it. The
+                // counters are bumped before a result is stored, so a
+                // process whose `join` returned is not counted.
+                let submitted = core.submitted.load(Ordering::Relaxed);
+                let ended: u64 = core
+                    .counters
+                    .iter()
+                    .map(|c| c.completed.load(Ordering::Relaxed) + c.failed.load(Ordering::Relaxed))
+                    .sum();
+                submitted.saturating_sub(ended) as usize
             },
             submitted: core.submitted.load(Ordering::Relaxed),
             completed: core
