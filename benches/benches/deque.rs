@@ -106,7 +106,7 @@ fn push_pop_batch<D: Lifo>(deque: &mut D, batch: u64) {
 }
 
 fn push_pop(c: &mut Criterion) {
-    let mut group = c.benchmark_group("push_pop");
+    let mut group = c.benchmark_group("deque/push_pop");
     for batch in [1u64, 64] {
         group.throughput(Throughput::Elements(2 * batch));
         let id = |peer: &str| BenchmarkId::new(peer, format!("batch{batch}"));
@@ -471,7 +471,7 @@ fn steal_half_peer<D: Stealing>(
 }
 
 fn steal_half(c: &mut Criterion) {
-    let mut group = c.benchmark_group("steal_half");
+    let mut group = c.benchmark_group("deque/steal_half");
     group.throughput(Throughput::Elements(ITEMS));
     for mode in [Mode::PushOnly, Mode::Push2Pop1] {
         steal_half_peer::<Ours>(&mut group, "ours", mode);

@@ -113,6 +113,11 @@
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
 
+/// The guide's snippets (`docs/guide.md`), compiled and run as doctests.
+#[doc = include_str!("../../../docs/guide.md")]
+#[cfg(doctest)]
+pub struct GuideDoctests;
+
 mod error;
 mod handler;
 mod join;
