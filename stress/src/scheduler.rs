@@ -9,6 +9,9 @@
 //! them all, and a last batch of processes blocked on commands that never
 //! complete is cut short by a shutdown with a deadline.
 //!
+//! In `soak` mode rounds repeat, each with a fresh scheduler and the next
+//! seed, until `--seconds` have passed.
+//!
 //! Invariants, each checked with a per-item ledger:
 //! * every process completes exactly once (completion hook ledger), with the
 //!   result its plan implies (or `Terminated`, for a terminated one), and is
@@ -349,6 +352,26 @@ pub(crate) fn run(opts: &Opts) -> Result<(), String> {
     // Memory first, while the heap is fresh, so the RSS growth is the
     // processes' own.
     idle_memory(opts)?;
+    // One round; in soak mode, rounds until `--seconds` have passed.
+    let start = Instant::now();
+    let deadline = opts.deadline(start);
+    let mut round_no = 0u64;
+    loop {
+        round_no += 1;
+        let seed = opts.seed.wrapping_add(round_no - 1);
+        if opts.soak {
+            println!("round {round_no} (seed {seed})");
+        }
+        round(opts, seed)?;
+        if !opts.soak || Instant::now() >= deadline {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// One round of the scenario with its own scheduler, seeded by `seed`.
+fn round(opts: &Opts, seed: u64) -> Result<(), String> {
     let start = Instant::now();
     let processes = opts.processes.max(10);
     let sinks = 4usize;
@@ -412,7 +435,7 @@ pub(crate) fn run(opts: &Opts) -> Result<(), String> {
         .map_err(|e| format!("build: {e}"))?;
     let handle = scheduler.handle();
 
-    let mut rng = fastrand::Rng::with_seed(opts.seed);
+    let mut rng = fastrand::Rng::with_seed(seed);
     let new_proc = |id: usize, role: Role| StressProc {
         id,
         role,
@@ -471,7 +494,7 @@ pub(crate) fn run(opts: &Opts) -> Result<(), String> {
             pending: 0,
             acc: 0,
             sink_pids: sink_pids.clone(),
-            rng: fastrand::Rng::with_seed(opts.seed ^ id as u64),
+            rng: fastrand::Rng::with_seed(seed ^ id as u64),
         };
         let join = submit(id, role)?;
         if rng.u8(..) < 8 {

@@ -436,14 +436,17 @@ impl<P: SchedProcess> Core<P> {
         self.pool.get().expect("the pool is set at build")
     }
 
-    /// Puts a Ready slot in a run queue: back to the worker that last ran
-    /// it, else the global queue (or the local deque from a worker).
+    /// Puts a Ready slot in a run queue. Woken from a worker of this pool
+    /// (a process messaging another, a handler completing on a worker), it
+    /// goes to that worker's local deque, where it runs next and cache-warm
+    /// without waking another thread; woken from any other thread, back to
+    /// the worker that last ran it (affinity), else the global queue.
     fn schedule(&self, slot: Arc<Slot<P>>) {
         let pool = self.pool();
         // Relaxed: a hint; any worker may run the slot.
         let worker = slot.last_worker.load(Ordering::Relaxed);
         let task = Task::new(slot);
-        let refused = if worker == NO_WORKER {
+        let refused = if worker == NO_WORKER || pool.current_worker().is_some() {
             pool.submit(task).err()
         } else {
             pool.submit_to(worker, task).err()
@@ -1248,6 +1251,7 @@ impl<P: SchedProcess> Scheduler<P> {
 
 /// Stops the pool, waiting for the workers until `until` (at least a short
 /// grace period). Returns whether they all exited.
+#[cfg(not(stepsched_loom))]
 fn stop_pool<P: SchedProcess>(core: &Arc<Core<P>>, until: Instant) -> bool {
     let (tx, rx) = std::sync::mpsc::channel();
     let core2 = core.clone();
@@ -1265,6 +1269,14 @@ fn stop_pool<P: SchedProcess>(core: &Arc<Core<P>>, until: Instant) -> bool {
         .saturating_duration_since(Instant::now())
         .max(Duration::from_millis(100));
     rx.recv_timeout(wait).is_ok()
+}
+
+/// Under loom every thread must be a loom thread, and models never leave a
+/// step running: stop the pool on this thread.
+#[cfg(stepsched_loom)]
+fn stop_pool<P: SchedProcess>(core: &Arc<Core<P>>, _until: Instant) -> bool {
+    core.pool().shutdown_now();
+    true
 }
 
 impl<P: SchedProcess> Drop for Scheduler<P> {

@@ -1,0 +1,126 @@
+//! A loom model of the whole scheduler, through its public API.
+//!
+//! One process on a two-worker pool (loom threads, atomics and locks all
+//! the way down: the pool's queues and parking, the event queue, the state
+//! cell). The process yields one command, whose handler completes it from
+//! another thread, while a third thread sends the process a message. The
+//! process finishes once it has seen both events. Checked in every
+//! interleaving loom explores:
+//!
+//! * no two steps of the process overlap (an "in step" flag);
+//! * the process ends exactly once, with the result that proves it saw the
+//!   completion and the message (nothing lost), and `close` runs once;
+//! * nothing hangs: a lost wake-up would leave the joining thread and the
+//!   workers blocked, which loom reports as a deadlock.
+//!
+//! Run with `cargo xtask loom stepsched` (or
+//! `RUSTFLAGS="--cfg stepsched_loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release -p stepsched --test loom`).
+#![cfg(stepsched_loom)]
+
+use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use loom::thread;
+use std::sync::Arc;
+
+use stepsched::{Completer, Context, Error, Events, Process, Scheduler, Status, StepOutput};
+
+struct Probe {
+    in_step: AtomicBool,
+    overlaps: AtomicUsize,
+    closes: AtomicUsize,
+}
+
+struct Proc {
+    probe: Arc<Probe>,
+    yielded: bool,
+    completion: u64,
+    message: u64,
+}
+
+impl Process for Proc {
+    type Input = ();
+    type Payload = u64;
+    type Command = String;
+    type Output = u64;
+
+    fn init(&mut self, _: &Context, _: &str, (): ()) -> Result<(), Error> {
+        Ok(())
+    }
+
+    fn step(
+        &mut self,
+        events: Events<'_, u64>,
+        out: &mut StepOutput<String, u64>,
+    ) -> Result<(), Error> {
+        if self.probe.in_step.swap(true, SeqCst) {
+            self.probe.overlaps.fetch_add(1, SeqCst);
+        }
+        for event in events {
+            match event.kind() {
+                stepsched::EventKind::Completion => {
+                    self.completion += event.into_data().unwrap_or(0)
+                }
+                stepsched::EventKind::Message => self.message += event.into_data().unwrap_or(0),
+                stepsched::EventKind::Cancel => {}
+            }
+        }
+        if !self.yielded {
+            self.yielded = true;
+            out.push_yield(1, "work".to_string());
+            out.set_status(Status::Yield);
+        } else if self.completion == 0 {
+            out.set_status(Status::Yield);
+        } else if self.message == 0 {
+            out.set_status(Status::Idle);
+        } else {
+            out.set_status(Status::Done(self.completion * 100 + self.message));
+        }
+        self.probe.in_step.store(false, SeqCst);
+        Ok(())
+    }
+
+    fn close(&mut self) {
+        self.probe.closes.fetch_add(1, SeqCst);
+    }
+}
+
+#[test]
+fn completion_from_another_thread_and_a_message_race_the_workers() {
+    loom::model(|| {
+        let probe = Arc::new(Probe {
+            in_step: AtomicBool::new(false),
+            overlaps: AtomicUsize::new(0),
+            closes: AtomicUsize::new(0),
+        });
+        let scheduler = Scheduler::<Proc>::builder()
+            .workers(2)
+            .handler("work", |_cmd: String, done: Completer<Proc>| {
+                thread::spawn(move || {
+                    done.complete(Ok(7));
+                });
+            })
+            .build()
+            .unwrap();
+        let pid = scheduler.allocate_pid();
+        let process = Proc {
+            probe: probe.clone(),
+            yielded: false,
+            completion: 0,
+            message: 0,
+        };
+        let join = scheduler.submit(pid, process, "run", ()).unwrap();
+        let handle = scheduler.handle();
+        let sender = thread::spawn(move || handle.send(pid, 3).is_ok());
+        assert!(
+            sender.join().unwrap(),
+            "the process is live until it has the message"
+        );
+        assert_eq!(
+            join.join().unwrap(),
+            703,
+            "a completion or the message was lost"
+        );
+        drop(scheduler);
+        assert_eq!(probe.overlaps.load(SeqCst), 0, "two steps overlapped");
+        assert_eq!(probe.closes.load(SeqCst), 1, "close must run exactly once");
+    });
+}
