@@ -8,6 +8,7 @@ use stepsched_process::{Error, Event, Process, Tag};
 
 use crate::SchedProcess;
 use crate::primitive::sync::Arc;
+use crate::primitive::thread_local;
 use crate::scheduler::Slot;
 
 /// A command a process yields: it names the handler that serves it.
@@ -113,10 +114,17 @@ impl<P: SchedProcess> Completer<P> {
     }
 }
 
+#[cfg(not(stepsched_loom))]
 thread_local! {
     /// The slot whose yields this thread is dispatching right now, if any
     /// (its address; 0 for none).
     static DISPATCHING: Cell<usize> = const { Cell::new(0) };
+}
+
+// loom's `thread_local!` takes no `const` initializer.
+#[cfg(stepsched_loom)]
+thread_local! {
+    static DISPATCHING: Cell<usize> = Cell::new(0);
 }
 
 /// Marks this thread as dispatching the yields of one slot, until dropped.

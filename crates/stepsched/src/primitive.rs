@@ -51,3 +51,9 @@ pub(crate) mod cell {
         }
     }
 }
+
+/// Thread-locals: loom's under loom, where model threads share OS threads.
+#[cfg(stepsched_loom)]
+pub(crate) use loom::thread_local;
+#[cfg(not(stepsched_loom))]
+pub(crate) use std::thread_local;

@@ -474,14 +474,18 @@ impl<P: SchedProcess> Core<P> {
     }
 
     fn release_unpublished(&self) {
-        // SeqCst, with the SeqCst store of `stopping` and load of
-        // `unpublished` in shutdown: either we see `stopping` and notify,
-        // or shutdown's load sees our decrement.
-        if self.unpublished.fetch_sub(1, Ordering::SeqCst) == 1
-            && self.stopping.load(Ordering::SeqCst)
-        {
-            let _guard = self.drained.lock().unwrap_or_else(|p| p.into_inner());
-            self.drained_cv.notify_all();
+        // Dekker with shutdown, which stores `stopping`, fences, then loads
+        // `unpublished`: we decrement, fence, then load `stopping`. With a
+        // SeqCst fence on each side, either we see `stopping` and notify, or
+        // shutdown's load sees our decrement. (The fence is needed, not just
+        // SeqCst accesses: loom models those as acquire/release, and found
+        // the lost notification without it.)
+        if self.unpublished.fetch_sub(1, Ordering::SeqCst) == 1 {
+            fence(Ordering::SeqCst);
+            if self.stopping.load(Ordering::SeqCst) {
+                let _guard = self.drained.lock().unwrap_or_else(|p| p.into_inner());
+                self.drained_cv.notify_all();
+            }
         }
     }
 
@@ -897,6 +901,11 @@ impl<P: SchedProcess> Handle<P> {
             result: ResultCell::new(),
             inline: UnsafeCell::new(Vec::new()),
         });
+        // Under loom the queue is made before the slot is published: loom
+        // cannot see the synchronization of the std `OnceLock` that creates
+        // it lazily, and would flag the queue's first use on another thread.
+        #[cfg(stepsched_loom)]
+        let _ = slot.sender();
         if let Err(e) = core.routes.register(pid, slot.clone()) {
             drop(e);
             // SAFETY: the slot was never published: the body is ours.
