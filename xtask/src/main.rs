@@ -114,6 +114,32 @@ fn run(cmd: &mut Command) -> Result<(), String> {
     }
 }
 
+/// Runs `cmd` like `run`, echoing its output, and returns the lines of its
+/// standard output that start with `prefix`.
+fn run_capturing(cmd: &mut Command, prefix: &str) -> Result<Vec<String>, String> {
+    use std::io::{BufRead, BufReader};
+    println!("$ {:?}", cmd);
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
+    let mut kept = Vec::new();
+    if let Some(out) = child.stdout.take() {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            println!("{line}");
+            if line.starts_with(prefix) {
+                kept.push(line);
+            }
+        }
+    }
+    let status = child.wait().map_err(|e| e.to_string())?;
+    if status.success() {
+        Ok(kept)
+    } else {
+        Err(format!("{cmd:?} failed with {status}"))
+    }
+}
+
 fn stress(args: &[String]) -> Result<(), String> {
     run(cargo()
         .args([
@@ -190,6 +216,7 @@ fn bench(args: &[String]) -> Result<(), String> {
         command.push(' ');
         command.push_str(a);
     }
+    let mut printed = Vec::new();
     if !report_only {
         let mut cmd = cargo();
         cmd.args(["bench", "-p", "stepsched-benches"]);
@@ -199,14 +226,14 @@ fn bench(args: &[String]) -> Result<(), String> {
         if quick {
             cmd.args(["--", "--quick"]);
         }
-        run(&mut cmd)?;
+        printed = run_capturing(&mut cmd, "memory:")?;
     }
     let target = env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root().join("target"));
     let results = bench_report::collect(&target.join("criterion"))?;
     let doc = root().join("docs/benchmarks.md");
-    bench_report::write(&doc, &results, &command)?;
+    bench_report::write(&doc, &results, &command, &printed)?;
     println!("wrote {} ({} results)", doc.display(), results.len());
     Ok(())
 }
