@@ -33,6 +33,16 @@ struct Probe {
     closes: AtomicUsize,
 }
 
+impl Probe {
+    fn new() -> Arc<Self> {
+        Arc::new(Probe {
+            in_step: AtomicBool::new(false),
+            overlaps: AtomicUsize::new(0),
+            closes: AtomicUsize::new(0),
+        })
+    }
+}
+
 struct Proc {
     probe: Arc<Probe>,
     yielded: bool,
@@ -96,11 +106,7 @@ fn completion_from_another_thread_and_a_message_race_the_workers() {
     let mut model = loom::model::Builder::new();
     model.preemption_bound = Some(1);
     model.check(|| {
-        let probe = Arc::new(Probe {
-            in_step: AtomicBool::new(false),
-            overlaps: AtomicUsize::new(0),
-            closes: AtomicUsize::new(0),
-        });
+        let probe = Probe::new();
         let scheduler = Scheduler::<Proc>::builder()
             .workers(2)
             .handler("work", |_cmd: String, done: Completer<Proc>| {
@@ -141,11 +147,7 @@ fn one_step_process_completes() {
     let mut model = loom::model::Builder::new();
     model.preemption_bound = Some(1);
     model.check(|| {
-        let probe = Arc::new(Probe {
-            in_step: AtomicBool::new(false),
-            overlaps: AtomicUsize::new(0),
-            closes: AtomicUsize::new(0),
-        });
+        let probe = Probe::new();
         let scheduler = Scheduler::<Proc>::builder().workers(2).build().unwrap();
         let pid = scheduler.allocate_pid();
         let process = Proc {
