@@ -698,7 +698,8 @@ impl Process for Idle {
 
 /// Memory: `opts.processes` idle processes; prints the RSS they take.
 fn idle_memory(opts: &Opts) -> Result<(), String> {
-    let n = opts.processes;
+    // At least 20 000, or the growth is below the page granularity of RSS.
+    let n = opts.processes.max(20_000);
     let scheduler: Scheduler<Idle> = Builder::new()
         .workers(opts.workers)
         .build()
