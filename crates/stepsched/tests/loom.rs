@@ -13,12 +13,11 @@
 //! * nothing hangs: a lost wake-up would leave the joining thread and the
 //!   workers blocked, which loom reports as a deadlock.
 //!
-//! A whole scheduler is a large model: each takes minutes at one
-//! preemption, so they are `#[ignore]`d in `cargo xtask loom` (and CI) and
-//! run with
-//! `RUSTFLAGS="--cfg stepsched_loom" cargo test --release -p stepsched --test loom -- --ignored`.
-//! The protocols they compose are model-checked at higher bounds in their
-//! own crates.
+//! A whole scheduler is a large model, so these run with one preemption
+//! (the race model takes a few minutes; the protocols it composes are
+//! model-checked at higher bounds in their own crates). `cargo xtask loom`
+//! runs them, or
+//! `RUSTFLAGS="--cfg stepsched_loom" cargo test --release -p stepsched --test loom`.
 #![cfg(stepsched_loom)]
 
 use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
@@ -98,11 +97,9 @@ impl Process for Proc {
 }
 
 #[test]
-#[ignore = "several minutes: run with `-- --ignored`"]
 fn completion_from_another_thread_and_a_message_race_the_workers() {
     // Five threads over a whole scheduler: one preemption keeps the model
-    // to minutes; the protocols underneath are checked at higher bounds in
-    // their own crates.
+    // to a few minutes.
     let mut model = loom::model::Builder::new();
     model.preemption_bound = Some(1);
     model.check(|| {
@@ -142,7 +139,6 @@ fn completion_from_another_thread_and_a_message_race_the_workers() {
 }
 
 #[test]
-#[ignore = "minutes: run with `-- --ignored`"]
 fn one_step_process_completes() {
     let mut model = loom::model::Builder::new();
     model.preemption_bound = Some(1);
