@@ -18,18 +18,31 @@ pub const INLINE_YIELDS: usize = 2;
 /// assert!(s.is_done());
 /// assert!(!Status::<u8>::Idle.is_done());
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+///
+/// A step must set one: an output starts each step with *no* status, and a
+/// scheduler ends a process whose step set none with an error (a forgotten
+/// `set_status` must not become a process that spins).
+///
+/// Yields written in the same output are dispatched whatever the status,
+/// except with `Done`:
+///
+/// | status | yields in the output |
+/// |---|---|
+/// | `Continue` | dispatched; the process is stepped again soon, and their completions arrive as events of later steps |
+/// | `Idle` | dispatched; the process waits for their completions or a message |
+/// | `Yield` | dispatched; the process waits for their completions or a message |
+/// | `Done` | **not** dispatched (the process is finished; no handler is called) |
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Status<R> {
-    /// Step again soon, even without new events. This is the status a fresh
-    /// or [`reset`](StepOutput::reset) output starts with.
-    #[default]
+    /// Step again soon, even without new events.
     Continue,
-    /// Nothing to do until a message arrives.
+    /// Nothing to do until an event arrives (typically a message).
     Idle,
-    /// Waiting for the results of the yields (written in the same output or
-    /// in earlier steps).
+    /// Waiting for the results of yields (written in the same output or in
+    /// earlier steps), or a message.
     Yield,
-    /// Finished, with this result; the process is not stepped again.
+    /// Finished, with this result; the process is not stepped again and the
+    /// yields of this output are not dispatched.
     Done(R),
 }
 
@@ -345,47 +358,48 @@ impl<C> fmt::Debug for YieldsDrain<'_, C> {
 /// out.push_yield(2, "read b");
 /// out.set_status(Status::Yield);
 ///
-/// assert_eq!(out.status(), &Status::Yield);
+/// assert_eq!(out.status(), Some(&Status::Yield));
 /// assert_eq!(out.yields().len(), 2);
 /// let dispatched: Vec<_> = out.yields_mut().drain().map(|y| (y.tag, y.command)).collect();
 /// assert_eq!(dispatched, [(1, "read a"), (2, "read b")]);
 ///
 /// out.reset();
-/// assert_eq!(out.status(), &Status::Continue);
+/// assert_eq!(out.status(), None);
 /// ```
 pub struct StepOutput<C, R> {
-    status: Status<R>,
+    status: Option<Status<R>>,
     yields: Yields<C>,
 }
 
 impl<C, R> StepOutput<C, R> {
-    /// An empty output with status [`Status::Continue`]; does not allocate.
+    /// An empty output: no status, no yields; does not allocate.
     ///
     /// ```
-    /// use stepsched_process::{Status, StepOutput};
+    /// use stepsched_process::StepOutput;
     ///
     /// let out = StepOutput::<(), ()>::new();
-    /// assert_eq!(out.status(), &Status::Continue);
+    /// assert_eq!(out.status(), None);
     /// assert!(out.yields().is_empty());
     /// ```
     pub const fn new() -> Self {
         Self {
-            status: Status::Continue,
+            status: None,
             yields: Yields::new(),
         }
     }
 
-    /// The status written by the step.
+    /// The status written by the step, if it wrote one.
     ///
     /// ```
     /// use stepsched_process::{Status, StepOutput};
     ///
     /// let mut out = StepOutput::<(), i8>::new();
+    /// assert_eq!(out.status(), None);
     /// out.set_status(Status::Done(-1));
-    /// assert_eq!(out.status(), &Status::Done(-1));
+    /// assert_eq!(out.status(), Some(&Status::Done(-1)));
     /// ```
-    pub fn status(&self) -> &Status<R> {
-        &self.status
+    pub fn status(&self) -> Option<&Status<R>> {
+        self.status.as_ref()
     }
 
     /// Sets the status.
@@ -395,28 +409,31 @@ impl<C, R> StepOutput<C, R> {
     ///
     /// let mut out = StepOutput::<(), ()>::new();
     /// out.set_status(Status::Idle);
-    /// assert_eq!(out.status(), &Status::Idle);
+    /// assert_eq!(out.status(), Some(&Status::Idle));
     /// ```
     pub fn set_status(&mut self, status: Status<R>) {
-        self.status = status;
+        self.status = Some(status);
     }
 
-    /// Takes the status out, leaving [`Status::Continue`] — how a scheduler
-    /// moves a [`Status::Done`] result out without cloning it.
+    /// Takes the status out, leaving none — how a scheduler moves a
+    /// [`Status::Done`] result out without cloning it.
     ///
     /// ```
     /// use stepsched_process::{Status, StepOutput};
     ///
     /// let mut out = StepOutput::<(), String>::new();
     /// out.set_status(Status::Done("ok".into()));
-    /// assert_eq!(out.take_status(), Status::Done("ok".to_string()));
-    /// assert_eq!(out.status(), &Status::Continue);
+    /// assert_eq!(out.take_status(), Some(Status::Done("ok".to_string())));
+    /// assert_eq!(out.status(), None);
     /// ```
-    pub fn take_status(&mut self) -> Status<R> {
-        std::mem::take(&mut self.status)
+    pub fn take_status(&mut self) -> Option<Status<R>> {
+        self.status.take()
     }
 
     /// Appends a yield: `command`, whose completion will carry `tag`.
+    ///
+    /// It is dispatched after the step whatever status the step sets,
+    /// except [`Status::Done`] (see [`Status`]).
     ///
     /// ```
     /// use stepsched_process::StepOutput;
@@ -454,7 +471,7 @@ impl<C, R> StepOutput<C, R> {
     }
 
     /// Clears the output for the next step without freeing the overflow:
-    /// status back to [`Status::Continue`], no yields.
+    /// no status, no yields.
     ///
     /// ```
     /// use stepsched_process::{Status, StepOutput};
@@ -463,11 +480,11 @@ impl<C, R> StepOutput<C, R> {
     /// (0..3).for_each(|t| out.push_yield(t, 0));
     /// out.set_status(Status::Yield);
     /// out.reset();
-    /// assert_eq!(out.status(), &Status::Continue);
+    /// assert_eq!(out.status(), None);
     /// assert!(out.yields().is_empty());
     /// ```
     pub fn reset(&mut self) {
-        self.status = Status::Continue;
+        self.status = None;
         self.yields.clear();
     }
 }
@@ -589,9 +606,9 @@ mod tests {
     fn take_status_moves_the_result_out() {
         let mut out = StepOutput::<(), Vec<u8>>::new();
         out.set_status(Status::Done(vec![1, 2]));
-        assert!(out.status().is_done());
-        assert_eq!(out.take_status(), Status::Done(vec![1, 2]));
-        assert_eq!(out.status(), &Status::Continue);
+        assert!(out.status().is_some_and(Status::is_done));
+        assert_eq!(out.take_status(), Some(Status::Done(vec![1, 2])));
+        assert_eq!(out.status(), None);
     }
 
     #[test]
@@ -599,7 +616,7 @@ mod tests {
         let mut out = StepOutput::<char, ()>::new();
         out.push_yield(1, 'x');
         let s = format!("{out:?}");
-        assert!(s.contains("status: Continue"), "{s}");
+        assert!(s.contains("status: None"), "{s}");
         assert!(s.contains("tag: 1") && s.contains("'x'"), "{s}");
     }
 

@@ -107,13 +107,13 @@ use crate::{Error, Events, StepOutput};
 /// p.init(&ctx, "sum", vec![1, 2, 3]).unwrap();
 /// let (mut events, mut out) = (Vec::new(), StepOutput::new());
 /// p.step(events.drain(..), &mut out).unwrap();
-/// assert_eq!(out.status(), &Status::Yield);
+/// assert_eq!(out.status(), Some(&Status::Yield));
 /// for y in out.yields_mut().drain() {
 ///     events.push(Event::completion(y.tag, Ok(y.command * 2)));
 /// }
 /// out.reset();
 /// p.step(events.drain(..), &mut out).unwrap();
-/// assert_eq!(out.take_status(), Status::Done(12));
+/// assert_eq!(out.take_status(), Some(Status::Done(12)));
 /// p.close();
 ///
 /// // The second entry point.
@@ -121,10 +121,10 @@ use crate::{Error, Events, StepOutput};
 /// p.init(&ctx, "echo", vec![]).unwrap();
 /// out.reset();
 /// p.step(events.drain(..), &mut out).unwrap();
-/// assert_eq!(out.status(), &Status::Idle);
+/// assert_eq!(out.status(), Some(&Status::Idle));
 /// events.push(Event::message(7));
 /// p.step(events.drain(..), &mut out).unwrap();
-/// assert_eq!(out.take_status(), Status::Done(7));
+/// assert_eq!(out.take_status(), Some(Status::Done(7)));
 ///
 /// // An unknown entry point is a clear error.
 /// let err = Calc::New.init(&ctx, "product", vec![]).unwrap_err();
@@ -152,8 +152,10 @@ pub trait Process {
     /// Advances the process with the events that arrived since the last
     /// step (possibly none), writing its status and yields into `out`.
     ///
-    /// `out` starts each step [`reset`](StepOutput::reset): status
-    /// [`Continue`](crate::Status::Continue), no yields.
+    /// `out` starts each step [`reset`](StepOutput::reset): no status, no
+    /// yields. The step must set a status; a step that sets none ends the
+    /// process with an error. Yields are dispatched whatever the status,
+    /// except [`Done`](crate::Status::Done) (see [`Status`](crate::Status)).
     ///
     /// # Errors
     ///
@@ -405,7 +407,7 @@ mod tests {
         let mut events = vec![Event::message(1), Event::message(2)];
         let mut out = StepOutput::new();
         p.step(events.drain(..), &mut out).unwrap();
-        assert_eq!(out.take_status(), Status::Done(2));
+        assert_eq!(out.take_status(), Some(Status::Done(2)));
         p.close();
     }
 

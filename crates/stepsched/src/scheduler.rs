@@ -41,9 +41,26 @@
 //! route), the completion hook runs, the process's place under the limit
 //! is released, and the result is stored for the [`JoinHandle`]. So when
 //! `join` returns, `close` has run, the hook has run and the PID can be
-//! reused. The one exception is a step that never returns at shutdown:
-//! shutdown publishes `Cancelled` for it without waiting (the worker still
-//! closes it if the step ever returns).
+//! reused. The one exception is a forced process whose step never returns
+//! at shutdown: shutdown publishes `Cancelled` for it without waiting (the
+//! worker still closes it if the step ever returns). A process whose step
+//! ended it (`Done`, an error) always gets that result, even from a `close`
+//! that outlives the shutdown deadline: only a forcer that *won* the state
+//! cell (the slot's `FORCE_WON` mark) makes the result an error.
+//!
+//! `close`, the process's `Drop` and the `Drop` of its queued events run
+//! inside `catch_unwind` (`Slot::close_body`): a panic there is logged and
+//! the result is still published, the route removed, the place released.
+//!
+//! # Steps
+//!
+//! A step begins only after a last look at the state cell: once
+//! `terminate` has returned `Ok` no new step starts, and the yields of a
+//! step that was running are not dispatched. Yields are dispatched whatever
+//! status the step set, except `Done`; a step that sets no status ends its
+//! process with an error. A process waiting (`Idle`, `Yield`) is stepped
+//! only with events: a run whose drain finds none — its wakeup flag was
+//! set for an event an earlier step already took — parks it again.
 //!
 //! # Fairness
 //!
@@ -91,10 +108,16 @@ const LOCAL_REQUEUES: u32 = 8;
 /// stepped again without going back to a run queue.
 const INLINE_STEPS: u32 = 16;
 
-/// The slot's `forced` word: not forced, or the error its forcer chose.
+/// The slot's `forced` word: not forced, or the error its forcer chose,
+/// plus [`FORCE_WON`] once that forcer won the state cell.
 const NOT_FORCED: u8 = 0;
 const FORCED_TERMINATED: u8 = 1;
 const FORCED_CANCELLED: u8 = 2;
+/// The kind bits of the `forced` word.
+const FORCE_KIND: u8 = 0b011;
+/// Set in the `forced` word by a forcer whose `force_complete` won: the
+/// process's result is the forcer's error, whoever publishes it.
+const FORCE_WON: u8 = 0b100;
 
 /// A process's lifecycle hook.
 type StartHook = Arc<dyn Fn(Pid) + Send + Sync>;
@@ -230,7 +253,8 @@ pub(crate) struct Slot<P: Process + 'static> {
     last_worker: AtomicUsize,
     cancel: CancelToken,
     cancel_sent: AtomicBool,
-    /// `NOT_FORCED`, or the error the one forcer allowed to try chose.
+    /// `NOT_FORCED`, or the error the one forcer allowed to try chose
+    /// (with `FORCE_WON` once it won the state cell).
     forced: AtomicU8,
     finished: AtomicBool,
     pub(crate) result: ResultCell<P::Output>,
@@ -264,6 +288,19 @@ struct Body<P: Process + 'static> {
     process: Option<P>,
     batch: Vec<Event<P::Payload>>,
     out: StepOutput<P::Command, P::Output>,
+    /// How the last step left the process waiting, if it did (`Idle` or
+    /// `Yield`): a run of a waiting process that finds no event parks it
+    /// again instead of stepping it with an empty batch.
+    waiting: Option<Waiting>,
+}
+
+/// How a process waits between steps.
+#[derive(Clone, Copy)]
+enum Waiting {
+    /// `Status::Idle`: for a message (or any event).
+    Idle,
+    /// `Status::Yield`: for completions (or any event).
+    Blocked,
 }
 
 // SAFETY: `Slot` moves between worker threads and is shared with producers.
@@ -333,25 +370,39 @@ impl<P: SchedProcess> Slot<P> {
     /// Closes the process: `close`, then the event queue (later pushes are
     /// refused; queued events are dropped).
     ///
+    /// Never unwinds: a panic in `close`, in the process's `Drop`, or in the
+    /// `Drop` of an event payload or a command is caught here, so the
+    /// caller always goes on to publish the result.
+    ///
     /// # Safety
     ///
     /// The caller owns the body (module docs).
     unsafe fn close_body(&self) {
         // SAFETY: the caller owns the body.
         let body = unsafe { &mut *self.body.get() };
-        if let Some(mut process) = body.process.take() {
-            if catch_unwind(AssertUnwindSafe(|| process.close())).is_err() {
-                tracing::debug!(pid = %self.pid, "close panicked");
+        let caught = |what: &str, f: &mut dyn FnMut()| {
+            if catch_unwind(AssertUnwindSafe(f)).is_err() {
+                tracing::debug!(pid = %self.pid, "{what} panicked");
             }
-            drop(process);
+        };
+        if let Some(mut process) = body.process.take() {
+            caught("close", &mut || process.close());
+            let mut process = Some(process);
+            caught("the process's drop", &mut || drop(process.take()));
         }
-        body.batch.clear();
+        // `Vec::clear` empties the vector before dropping the elements, so
+        // after a panicking payload the vector is still sound (and empty).
+        caught("an event's drop", &mut || body.batch.clear());
+        caught("a command's drop", &mut || body.out.reset());
+        // SAFETY: the inline batch belongs to the owner of the body.
+        let inline = unsafe { &mut *self.inline.get() };
+        caught("an event's drop", &mut || inline.clear());
         if let Some(queue) = self.queue.get() {
             // SAFETY: the caller owns the process, hence the receiver.
             let receiver = unsafe { &mut *queue.receiver.get() };
             receiver.close();
             receiver.drain_into(&mut body.batch);
-            body.batch.clear();
+            caught("an event's drop", &mut || body.batch.clear());
         }
     }
 
@@ -393,10 +444,18 @@ impl<P: SchedProcess> Slot<P> {
     fn forced_error(&self) -> Error {
         // Acquire: pairs with the forcer's claim, which precedes its
         // Release transition to Complete that the caller has seen.
-        match self.forced.load(Ordering::Acquire) {
+        match self.forced.load(Ordering::Acquire) & FORCE_KIND {
             FORCED_CANCELLED => Error::Cancelled,
             _ => Error::Terminated,
         }
+    }
+
+    /// Whether a forcer won the state cell: the result is its error,
+    /// whoever publishes it. (A forcer that claimed the slot but found it
+    /// already Complete did not: the step's own result stands.)
+    fn force_won(&self) -> bool {
+        // Acquire: pairs with the winner's Release `fetch_or`.
+        self.forced.load(Ordering::Acquire) & FORCE_WON != 0
     }
 
     /// Forces the process to Complete (terminate: `Terminated`; shutdown:
@@ -418,6 +477,12 @@ impl<P: SchedProcess> Slot<P> {
         }
         match self.state.force_complete() {
             won @ ForceComplete::Won { .. } => {
+                // Release: a publisher that reads the mark also reads the
+                // claimed kind (same word, earlier in its modification order).
+                self.forced.fetch_or(FORCE_WON, Ordering::Release);
+                // The process learns it at once: a step polling its token
+                // stops, and an idle process's token reads cancelled.
+                self.cancel.cancel();
                 if won.must_close() {
                     // SAFETY: the previous state was not Running and no
                     // worker can start a Complete process: the body is ours.
@@ -512,7 +577,6 @@ impl<P: SchedProcess> Core<P> {
         let (line, owned) = self.counter_line(Some(worker));
         let mut inline_budget = INLINE_STEPS;
         let park = loop {
-            bump(&line.steps, owned);
             // SAFETY: our `try_start` won: we own the body until our next
             // transition of `slot.state`, and we drop this borrow before it.
             let body = unsafe { &mut *slot.body.get() };
@@ -520,6 +584,17 @@ impl<P: SchedProcess> Core<P> {
                 // SAFETY: we own the process (see above), hence the receiver.
                 unsafe { (*queue.receiver.get()).drain_into(&mut body.batch) };
             }
+            // A waiting process is stepped only with events: woken for an
+            // event that an earlier step already took (the wakeup flag was
+            // set while that step ran), it waits again, unstepped.
+            if body.batch.is_empty() {
+                match body.waiting {
+                    Some(Waiting::Idle) => break (slot.state.park_idle(), false),
+                    Some(Waiting::Blocked) => break (slot.state.finish_dispatch(), false),
+                    None => {}
+                }
+            }
+            body.waiting = None;
             body.out.reset();
             let Some(process) = body.process.as_mut() else {
                 debug_assert!(false, "a started process is not closed");
@@ -527,10 +602,16 @@ impl<P: SchedProcess> Core<P> {
             };
             let _span =
                 tracing::trace_span!("step", pid = %slot.pid, events = body.batch.len()).entered();
+            // The last look before a step begins: once `terminate` returned
+            // `Ok` (the cell is Complete), no new step starts. A forcer that
+            // saw Running left `close` and the result to us.
+            if slot.state.load().is_complete() {
+                break (Park::Terminated, false);
+            }
+            bump(&line.steps, owned);
             let stepped = catch_unwind(AssertUnwindSafe(|| {
                 process.step(body.batch.drain(..), &mut body.out)
             }));
-            body.batch.clear();
             let status = match stepped {
                 Ok(Ok(())) => body.out.take_status(),
                 Ok(Err(e)) => return self.end(&slot, Err(e), worker),
@@ -538,32 +619,54 @@ impl<P: SchedProcess> Core<P> {
                     return self.end(&slot, Err(Error::Panicked(panic_message(&*panic))), worker);
                 }
             };
-            match status {
-                Status::Done(output) => return self.end(&slot, Ok(output), worker),
-                // A process that asked to continue goes to the back of the
-                // global queue, so it cannot starve the others here.
-                Status::Continue => break (slot.state.reschedule(), true),
-                Status::Idle => break (slot.state.park_idle(), false),
-                Status::Yield => {
-                    self.dispatch(&slot, &mut body.out);
-                    // SAFETY: completions made inline during the dispatch
-                    // are ours (we own the process, see `Slot::inline`).
-                    let inline = unsafe { &mut *slot.inline.get() };
-                    if inline.is_empty() {
-                        break (slot.state.finish_dispatch(), false);
-                    }
-                    body.batch.append(inline);
-                    // A forcer that saw Running leaves the rest to our next
-                    // transition: take it now rather than step again.
-                    if inline_budget > 0 && !slot.state.load().is_complete() {
-                        inline_budget -= 1;
-                        continue;
-                    }
-                    // Out of budget, with events in hand: back to a run
-                    // queue (the batch keeps them for the next run).
-                    break (slot.state.reschedule(), false);
+            let status = match status {
+                // A finished process's yields are not dispatched.
+                Some(Status::Done(output)) => return self.end(&slot, Ok(output), worker),
+                Some(status) => status,
+                None => {
+                    tracing::debug!(pid = %slot.pid, "step set no status");
+                    let e = Error::Failed(format!("process {}: step set no status", slot.pid));
+                    return self.end(&slot, Err(e), worker);
                 }
+            };
+            // Terminated while the step ran: its yields are not dispatched.
+            if slot.state.load().is_complete() {
+                break (Park::Terminated, false);
             }
+            // Yields are dispatched whatever the status (see `Status`).
+            if !body.out.yields().is_empty() {
+                self.dispatch(&slot, &mut body.out);
+            }
+            // SAFETY: completions made inline during the dispatch are ours
+            // (we own the process, see `Slot::inline`).
+            let inline = unsafe { &mut *slot.inline.get() };
+            let waiting = match status {
+                // A process that asked to continue goes to the back of the
+                // global queue, so it cannot starve the others here; its
+                // inline completions wait in the batch for its next step.
+                Status::Continue => {
+                    body.batch.append(inline);
+                    break (slot.state.reschedule(), true);
+                }
+                Status::Idle => Waiting::Idle,
+                Status::Yield => Waiting::Blocked,
+                Status::Done(_) => unreachable!("handled above"),
+            };
+            if inline.is_empty() {
+                body.waiting = Some(waiting);
+                break match waiting {
+                    Waiting::Idle => (slot.state.park_idle(), false),
+                    Waiting::Blocked => (slot.state.finish_dispatch(), false),
+                };
+            }
+            body.batch.append(inline);
+            if inline_budget > 0 {
+                inline_budget -= 1;
+                continue;
+            }
+            // Out of budget, with events in hand: back to a run queue (the
+            // batch keeps them for the next run).
+            break (slot.state.reschedule(), false);
         };
         // The body is no longer ours unless `park` says so.
         match park {
@@ -892,6 +995,7 @@ impl<P: SchedProcess> Handle<P> {
                 process: Some(process),
                 batch: Vec::new(),
                 out: StepOutput::default(),
+                waiting: None,
             }),
             last_worker: AtomicUsize::new(NO_WORKER),
             cancel,
@@ -1251,7 +1355,12 @@ impl<P: SchedProcess> Scheduler<P> {
             if slot.force(FORCED_CANCELLED) {
                 report.forced += 1;
             }
-            slot.finish(Err(slot.forced_error()), None);
+            // Only a forced process's result is known here. One that ended
+            // on its own and is still in `close` publishes its own result
+            // when `close` returns.
+            if slot.force_won() {
+                slot.finish(Err(slot.forced_error()), None);
+            }
         }
         tracing::debug!(?report, "scheduler shut down");
         report
