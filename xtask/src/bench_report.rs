@@ -154,7 +154,7 @@ fn fmt_time(ns: f64) -> String {
 
 /// `secs` since the epoch as `YYYY-MM-DD HH:MM UTC` (proleptic Gregorian;
 /// Howard Hinnant's civil-from-days).
-fn utc(secs: u64) -> String {
+pub(crate) fn utc(secs: u64) -> String {
     let days = (secs / 86_400) as i64;
     let rem = secs % 86_400;
     let z = days + 719_468;

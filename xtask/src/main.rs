@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 mod bench_report;
+mod mutants;
 
 /// Crates that carry loom models, in layer order.
 const LOOM_CRATES: &[&str] = &[
@@ -33,8 +34,12 @@ const TASKS: &[(&str, &str)] = &[
         "criterion benchmarks against peers; regenerates the tables of docs/benchmarks.md (--report-only: from the last run); HTML in target/criterion",
     ),
     (
+        "mutants [--ci] [--write-doc] [name..]",
+        "mutation ledger: applies each mutation of xtask/mutants/*.txt to a scratch copy (target/mutants) and runs the checks that must catch it; --ci: LOOM_MAX_PREEMPTIONS=2 (else 3); --preemptions N; --timeout S per check (600); --write-doc: docs/mutants.md",
+    ),
+    (
         "ci",
-        "what CI runs: fmt, clippy, tests, docs, loom, quick stress",
+        "what CI runs: fmt, clippy, tests, docs, loom, mutation ledger (--ci), quick stress",
     ),
 ];
 
@@ -48,6 +53,7 @@ fn main() -> ExitCode {
         "stress" => stress(rest),
         "loom" => loom(rest),
         "bench" => bench(rest),
+        "mutants" => mutants::mutants(rest),
         "ci" => ci(),
         "help" | "-h" | "--help" => {
             print_tasks();
@@ -69,7 +75,7 @@ fn main() -> ExitCode {
 fn print_tasks() {
     println!("cargo xtask <task>\n\ntasks:");
     for (name, what) in TASKS {
-        println!("  {name:<34} {what}");
+        println!("  {name:<38} {what}");
     }
 }
 
@@ -253,5 +259,6 @@ fn ci() -> Result<(), String> {
         .env("RUSTDOCFLAGS", "-D warnings")
         .args(["doc", "--workspace", "--no-deps"]))?;
     loom(&[])?;
+    mutants::mutants(&["--ci".to_string(), "--write-doc".to_string()])?;
     stress(&["--quick".to_string()])
 }
