@@ -160,7 +160,7 @@
 
 use std::fmt;
 
-use crate::primitive::sync::atomic::{AtomicUsize, Ordering};
+use crate::primitive::sync::atomic::{self, AtomicUsize, Ordering};
 
 const PHASE_MASK: usize = 0b0111;
 const READY: usize = 0;
@@ -544,7 +544,10 @@ impl StateCell {
     /// assert!(matches!(cell.try_start(), Start::Invalid(s) if s.is_running()));
     /// ```
     pub fn try_start(&self) -> Start {
-        self.transition(|s| match s.0 & PHASE_MASK {
+        // AcqRel. Acquire: the new owner sees the body its last owner left
+        // and every event whose wake came before this start (a wake that
+        // found Ready synchronizes with nothing else). Release: as every write.
+        self.transition(Ordering::AcqRel, |s| match s.0 & PHASE_MASK {
             READY => (Some(State::of(RUNNING)), Start::Started),
             COMPLETE => (None, Start::Terminated),
             _ => (None, Start::Invalid(s)),
@@ -564,7 +567,10 @@ impl StateCell {
     /// assert!(cell.load().is_idle());
     /// ```
     pub fn park_idle(&self) -> Park {
-        self.park(IDLE)
+        // AcqRel. Release: whoever next owns the process (a waker's run, or
+        // a forcer that finds it Idle) sees the body this step left.
+        // Acquire: on Requeue, this worker runs it again at once.
+        self.park(IDLE, Ordering::AcqRel)
     }
 
     /// Running → Blocked, after a step that returned
@@ -581,7 +587,10 @@ impl StateCell {
     /// assert!(cell.load().is_ready());
     /// ```
     pub fn park_blocked(&self) -> Park {
-        self.park(BLOCKED)
+        // AcqRel. Release: whoever next owns the process (a completer's run,
+        // or a forcer that finds it Blocked) sees the body this step left.
+        // Acquire: on Requeue, this worker runs it again at once.
+        self.park(BLOCKED, Ordering::AcqRel)
     }
 
     /// The seed's name for [`park_blocked`](Self::park_blocked), called once
@@ -597,7 +606,7 @@ impl StateCell {
     /// assert!(cell.load().is_blocked());
     /// ```
     pub fn finish_dispatch(&self) -> Park {
-        self.park(BLOCKED)
+        self.park_blocked()
     }
 
     /// Running → Ready, after a step that returned
@@ -614,15 +623,18 @@ impl StateCell {
     /// assert!(cell.load().is_ready());
     /// ```
     pub fn reschedule(&self) -> Park {
-        self.transition(|s| match s.0 & PHASE_MASK {
+        // AcqRel. Release: a forcer that finds the process Ready owns it and
+        // sees the body this step left (the run queue publishes it to the
+        // next worker). Acquire: as every write.
+        self.transition(Ordering::AcqRel, |s| match s.0 & PHASE_MASK {
             RUNNING => (Some(State::of(READY)), Park::Requeue),
             COMPLETE => (None, Park::Terminated),
             _ => (None, Park::Invalid(s)),
         })
     }
 
-    fn park(&self, parked: usize) -> Park {
-        self.transition(|s| match s.0 & PHASE_MASK {
+    fn park(&self, parked: usize, success: atomic::Ordering) -> Park {
+        self.transition(success, |s| match s.0 & PHASE_MASK {
             RUNNING if s.is_notified() => (Some(State::of(READY)), Park::Requeue),
             RUNNING => (Some(State::of(parked)), Park::Parked),
             COMPLETE => (None, Park::Terminated),
@@ -643,7 +655,10 @@ impl StateCell {
     /// assert!(cell.load().is_complete());
     /// ```
     pub fn complete(&self) -> Finish {
-        self.transition(|s| match s.0 & PHASE_MASK {
+        // AcqRel. Release: a caller that sees Complete (`load`, `wake`,
+        // `force_complete`) sees what the worker did before. Acquire: as
+        // every write.
+        self.transition(Ordering::AcqRel, |s| match s.0 & PHASE_MASK {
             RUNNING => (Some(State::of(COMPLETE)), Finish::Completed),
             COMPLETE => (None, Finish::Terminated),
             _ => (None, Finish::Invalid(s)),
@@ -666,7 +681,11 @@ impl StateCell {
     /// assert_eq!(cell.try_start(), Start::Terminated);
     /// ```
     pub fn force_complete(&self) -> ForceComplete {
-        self.transition(|s| match s.0 & PHASE_MASK {
+        // AcqRel. Acquire: a forcer that finds the process parked or queued
+        // owns it and sees the body its last owner left. Release: a worker
+        // that then finds Complete sees what the forcer did before (its
+        // reason for the termination).
+        self.transition(Ordering::AcqRel, |s| match s.0 & PHASE_MASK {
             COMPLETE => (None, ForceComplete::AlreadyComplete),
             _ => (
                 Some(State::of(COMPLETE)),
@@ -696,7 +715,10 @@ impl StateCell {
     /// ```
     #[doc(alias = "notify_while_running")]
     pub fn wake(&self) -> Wake {
-        self.transition(|s| match s.0 & PHASE_MASK {
+        // AcqRel. Release: the worker whose start (or whose transition out
+        // of Running) reads this write or a later one sees the event pushed
+        // before it. Acquire: as every write.
+        self.transition(Ordering::AcqRel, |s| match s.0 & PHASE_MASK {
             BLOCKED | IDLE => (Some(State::of(READY)), Wake::Queue),
             RUNNING => (Some(State(s.0 | NOTIFIED)), Wake::Notified),
             // Rewrite the same value: see the doc comment above.
@@ -708,7 +730,11 @@ impl StateCell {
     /// The one CAS loop every transition goes through: `decide` computes the
     /// next word (or none) from the current snapshot; a failed CAS decides
     /// again on the value it found.
-    fn transition<R>(&self, mut decide: impl FnMut(State) -> Decision<R>) -> R {
+    fn transition<R>(
+        &self,
+        success: atomic::Ordering,
+        mut decide: impl FnMut(State) -> Decision<R>,
+    ) -> R {
         // Acquire: when `decide` returns without writing, the caller may act
         // on what the last writer published (see `load`).
         let mut current = State(self.word.load(Ordering::Acquire));
@@ -719,18 +745,17 @@ impl StateCell {
                 return result;
             };
             debug_assert!(next.is_valid(), "transition to invalid word {next:?}");
-            // AcqRel on success: Release publishes what this caller did before
-            // the transition (pushed events, the process it stepped), Acquire
-            // makes it see everything published by earlier transitions; all
-            // writes are RMWs, so release sequences chain through the word.
+            // `success` (AcqRel for every transition, argued at each): Release
+            // publishes what this caller did before the transition (pushed
+            // events, the process it stepped), Acquire makes it see what
+            // earlier transitions published; all writes are RMWs, so release
+            // sequences chain through the word.
             // Acquire on failure: the retry decides on the value read (same
             // argument as the first load). Weak: a spurious failure retries.
-            match self.word.compare_exchange_weak(
-                current.0,
-                next.0,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
+            match self
+                .word
+                .compare_exchange_weak(current.0, next.0, success, Ordering::Acquire)
+            {
                 Ok(_) => return result,
                 Err(actual) => current = State(actual),
             }

@@ -1,205 +1,250 @@
 //! Loom models of the state cell's races, run with
-//! `RUSTFLAGS="--cfg stepsched_loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release -p stepsched-process --lib`.
+//! `RUSTFLAGS="--cfg stepsched_loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release -p stepsched-process --lib -- loom`.
 //!
-//! Each model puts a process in the state a race starts from, runs the
+//! Each model puts a process in the state a race starts from and runs the
 //! racing parties as loom threads following the protocol of the
-//! [module documentation](super), and at quiescence checks three failure
-//! predicates:
+//! [module documentation](super). Whoever must put the process in a run
+//! queue (a waker that wins `Queue`, a worker told `Requeue`) runs it at
+//! once on its own thread, as the worker that pops it would: start, drain,
+//! step, leave Running. So each run happens after the transition that
+//! queued it only through the orderings of the cell and the run queue (which
+//! orders its push before its pop, like program order here), never because
+//! the model joined the threads first.
 //!
-//! * **stranded** — the process is Ready, Running, Blocked or Idle with
-//!   pending events, is in no run queue, and nobody is obliged to queue it;
-//!   or it is Ready and in no queue;
-//! * **duplicated** — the process was put in run queues twice, or is in one
-//!   while not Ready;
-//! * **lost** — an event was never stepped (the run the process is queued
-//!   for is simulated at the end), or was stepped twice.
+//! The event queue is a model of `stepsched-mpsc` that synchronizes exactly
+//! as it does (`loom_tests/queue.rs`): a push ends with a Release store of
+//! its slot's state, and the consumer reads slot states with Acquire
+//! *loads*, so a drain that the cell does not order after a push may miss
+//! the event. The process body, the consumer's queue index, the event
+//! values, the output a worker publishes and the reason a forcer records
+//! are loom cells: an access that no transition orders after the previous
+//! owner's is reported as a data race ("Causality violation").
+//!
+//! What the models check:
+//!
+//! * **not stepped twice at once**, and each owner sees its predecessor's
+//!   writes: the body is a loom cell that every step and `close` write;
+//! * **stranded** — at quiescence the process is Ready or Running (queued
+//!   or owned by nobody), or Blocked/Idle with events pending, which no one
+//!   is obliged to run (a lost completion or message);
+//! * **lost** / **duplicated** — every pushed event is stepped exactly once;
+//!   a queued process always starts (a second run-queue entry finds it not
+//!   Ready); a forced process is closed exactly once;
+//! * **stale flag** — every `Requeue` out of a park is owed to a wake that
+//!   set the flag during that run, so no run steps an empty batch because
+//!   of a flag left from before its start;
+//! * **publication** — whoever closes a forced process sees the forcer's
+//!   reason, and whoever sees Complete sees what the worker published.
 //!
 //! The models: (1) completions racing `finish_dispatch`; (2) two wakers of
 //! an Idle process; (3) a message arriving between "step returned Idle" and
-//! `park_idle`, with and without an event the owner pushed itself; (4) a
+//! `park_idle`, with and without an event the owner pushes itself; (4) a
 //! message racing the `try_start` of a Ready process; (5) `force_complete`
-//! racing the worker's park or complete (the predicates there are about
-//! `close`: never closed is stranded, closed twice is duplicated).
-//!
-//! Each model also runs against a control variant that breaks the protocol
-//! on purpose (a load-then-store where a CAS belongs, a CAS whose failure is
-//! taken as success, a wake that skips its write, a skipped or blind
-//! re-check); the control test expects the model to panic with the matching
-//! predicate. The load-then-store controls of models 1 and 3 run without the
-//! re-check after `Parked`: with it, the broken park is rescued (its blind
-//! write is modelled as a `swap`, see below, which reads the flagged value and
-//! so synchronizes with the waker; the re-check then finds the event), and
-//! the re-check would hide which transition is at fault. Models 1 and 3 also pass without the re-check,
-//! which shows that the wakeup flag alone protects events whose producers
-//! call `wake`.
-//!
-//! The event queue is modelled as one flag per event id: the producer sets
-//! it with a Release RMW, `has_events` reads with Acquire loads, the drain
-//! takes with an AcqRel swap — the weakest orderings a real MPSC queue
-//! gives, so the models do not borrow synchronization from the queue.
+//! racing the worker's park, complete or reschedule; (6) an observer of
+//! `complete`. Control variants break the protocol on purpose (a
+//! load-then-store where a CAS belongs, a CAS whose failure is taken as
+//! success, a wake that skips its write, an own push without wake, a
+//! re-check of the queue after parking) and expect the matching failure.
+//! The orderings are checked by weakening them (`xtask/mutants/process.txt`).
+
+mod queue;
+
+use loom::cell::UnsafeCell;
 
 use super::*;
 use crate::primitive::sync::Arc;
-use crate::primitive::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use crate::primitive::sync::atomic::{AtomicUsize, Ordering};
 use crate::primitive::thread;
+use queue::{CAPACITY, EventQueue};
 
-/// Event ids a model may push; id 2 is the worker's own (pushed without wake).
-const MAX_EVENTS: usize = 3;
+/// The id of the event the worker pushes itself (model 3).
 const OWN_EVENT: usize = 2;
 
-struct Queue {
-    slots: [AtomicBool; MAX_EVENTS],
+/// What a step returns, as far as the cell is concerned.
+#[derive(Clone, Copy)]
+enum Status {
+    Idle,
+    Yield,
+    Continue,
+    Done,
 }
 
-impl Queue {
-    fn new() -> Self {
-        Self {
-            slots: [(); MAX_EVENTS].map(|()| AtomicBool::new(false)),
-        }
-    }
-
-    fn push(&self, id: usize) {
-        // Release: pairs with the Acquire loads of `has_events` and `drain`.
-        // An RMW rather than a store, as in a real queue's push (and because
-        // loom mis-orders a plain store racing an RMW, tokio-rs/loom#254).
-        self.slots[id].fetch_or(true, Ordering::Release);
-    }
-
-    fn has_events(&self) -> bool {
-        // Acquire: pairs with the Release store in `push`.
-        self.slots.iter().any(|s| s.load(Ordering::Acquire))
-    }
-
-    fn drain(&self, stepped: &[AtomicUsize; MAX_EVENTS]) {
-        for (slot, count) in self.slots.iter().zip(stepped) {
-            // AcqRel: the swap takes the event at most once (RMW) and
-            // synchronizes with the Release store in `push`.
-            if slot.swap(false, Ordering::AcqRel) {
-                // Relaxed: a ledger read after every thread is joined.
-                count.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-    }
+/// The process: only its current owner may touch it.
+struct Body {
+    /// How many times each event id was stepped.
+    stepped: [usize; CAPACITY],
+    closed: bool,
 }
 
 struct World {
     cell: StateCell,
-    events: Queue,
-    /// How many times the process was put in a run queue.
-    queued: AtomicUsize,
-    /// How many times each event id was stepped.
-    stepped: [AtomicUsize; MAX_EVENTS],
+    events: EventQueue,
+    body: UnsafeCell<Body>,
+    /// Written by the forcer before `force_complete`; read by whoever closes
+    /// the forced process (the scheduler's termination reason).
+    reason: UnsafeCell<usize>,
+    /// Written by the worker before `complete` (model 6).
+    output: UnsafeCell<usize>,
+    /// What every step after the first returns.
+    then: Status,
     /// How many times the process was closed.
     closed: AtomicUsize,
+    /// Wakes that answered `Notified` (set the flag).
+    notified: AtomicUsize,
+    /// Parks that answered `Requeue` (found the flag).
+    flag_requeues: AtomicUsize,
 }
 
 impl World {
-    fn in_state(state: State) -> Arc<Self> {
+    fn in_state(state: State, then: Status) -> Arc<Self> {
         Arc::new(Self {
             cell: StateCell::from_state(state),
-            events: Queue::new(),
-            queued: AtomicUsize::new(0),
-            stepped: [(); MAX_EVENTS].map(|()| AtomicUsize::new(0)),
+            events: EventQueue::new(),
+            body: UnsafeCell::new(Body {
+                stepped: [0; CAPACITY],
+                closed: false,
+            }),
+            reason: UnsafeCell::new(0),
+            output: UnsafeCell::new(0),
+            then,
             closed: AtomicUsize::new(0),
+            notified: AtomicUsize::new(0),
+            flag_requeues: AtomicUsize::new(0),
         })
     }
 
-    fn enqueue(&self) {
-        // Relaxed: a counter read after every thread is joined.
-        self.queued.fetch_add(1, Ordering::Relaxed);
-    }
-
-    fn close(&self) {
-        // Relaxed: a counter read after every thread is joined.
-        self.closed.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// A producer: push event `id`, wake, queue the process if this wake won.
+    /// A producer: push event `id`, wake, and run the process if this wake
+    /// won (the run queue's pop is modelled by running it here).
     fn produce(&self, id: usize, p: Protocol) {
         self.events.push(id);
-        if (p.wake)(&self.cell) == Wake::Queue {
-            self.enqueue();
+        self.wake(p);
+    }
+
+    fn wake(&self, p: Protocol) {
+        match (p.wake)(&self.cell) {
+            Wake::Queue => self.run(p),
+            Wake::Notified => {
+                // Relaxed: a counter read after every thread is joined.
+                self.notified.fetch_add(1, Ordering::Relaxed);
+            }
+            Wake::AlreadyReady | Wake::Complete => {}
         }
     }
 
-    /// The worker after leaving Running with `park`.
+    /// A worker pops the process from a run queue and runs it.
+    fn run(&self, p: Protocol) {
+        match self.cell.try_start() {
+            Start::Started => {
+                self.step(true);
+                self.leave(self.then, p);
+            }
+            // Force-completed while queued: the forcer closed it.
+            Start::Terminated => {}
+            Start::Invalid(s) => panic!("duplicated: a queued process was {s:?}"),
+        }
+    }
+
+    /// The owner steps the process: drains its queue (with `drain`) and
+    /// records the batch in the body.
+    fn step(&self, drain: bool) {
+        let mut batch = Vec::new();
+        if drain {
+            self.events.drain(&mut batch);
+        }
+        // SAFETY: only the owner steps; loom reports an owner whose access is
+        // not ordered after the previous one's.
+        self.body.with_mut(|b| {
+            // SAFETY: as above.
+            let b = unsafe { &mut *b };
+            assert!(!b.closed, "duplicated: stepped after close");
+            for id in batch {
+                b.stepped[id] += 1;
+            }
+        });
+    }
+
+    /// The owner leaves Running after a step that returned `status`.
+    fn leave(&self, status: Status, p: Protocol) {
+        match status {
+            Status::Done => match self.cell.complete() {
+                Finish::Completed => self.close(false),
+                Finish::Terminated => self.close(true),
+                Finish::Invalid(s) => panic!("complete from {s:?}"),
+            },
+            Status::Continue => match self.cell.reschedule() {
+                Park::Requeue => self.run(p),
+                park => self.after_park(park, p),
+            },
+            Status::Idle => self.after_park((p.park_idle)(&self.cell), p),
+            Status::Yield => self.after_park((p.finish_dispatch)(&self.cell), p),
+        }
+    }
+
+    /// The worker after a park (`park_idle` or `finish_dispatch`).
     fn after_park(&self, park: Park, p: Protocol) {
         match park {
-            Park::Requeue => self.enqueue(),
-            Park::Parked => match p.recheck {
-                Recheck::Wake => {
-                    if self.events.has_events() && self.cell.wake() == Wake::Queue {
-                        self.enqueue();
-                    }
+            Park::Requeue => {
+                // Relaxed: a counter read after every thread is joined.
+                self.flag_requeues.fetch_add(1, Ordering::Relaxed);
+                self.run(p);
+            }
+            Park::Parked => {
+                // Control only: the process is no longer ours, and neither is
+                // the consumer's side of its queue.
+                if p.recheck_after_park && self.events.has_events() {
+                    self.wake(p);
                 }
-                Recheck::Skip => {}
-                Recheck::Blind => {
-                    if self.events.has_events() {
-                        // AcqRel: as in the real transition; what is broken is
-                        // the blind write, see `Recheck::Blind`.
-                        self.cell.word.swap(READY, Ordering::AcqRel);
-                        self.enqueue();
-                    }
-                }
-            },
-            Park::Terminated => self.close(),
+            }
+            Park::Terminated => self.close(true),
             Park::Invalid(s) => panic!("park from {s:?}"),
         }
     }
 
-    /// The checks at quiescence; `pushed` lists the event ids pushed.
+    /// The owner closes the process; `forced`: it learned that a forcer
+    /// ended it, and reads the forcer's reason.
+    fn close(&self, forced: bool) {
+        // Relaxed: a counter read after every thread is joined.
+        self.closed.fetch_add(1, Ordering::Relaxed);
+        if forced {
+            // SAFETY: written once by the forcer before its transition; loom
+            // reports the read if no transition orders it after the write.
+            let reason = self.reason.with(|r| unsafe { *r });
+            assert_eq!(reason, 1, "the forcer's reason is not visible");
+        }
+        // SAFETY: the closer owns the body; loom reports it otherwise.
+        self.body.with_mut(|b| unsafe { (*b).closed = true });
+    }
+
+    /// The checks at quiescence (every thread joined); `pushed` lists the
+    /// event ids pushed.
     fn check(&self, pushed: &[usize]) {
-        // Relaxed (here and below): every thread is joined.
-        let queued = self.queued.load(Ordering::Relaxed);
         let s = self.cell.load();
         assert!(s.is_valid(), "corrupt word {s:?}");
         assert!(
-            queued <= 1,
-            "duplicated: the process was queued {queued} times"
+            !s.is_ready() && !s.is_running(),
+            "stranded: {s:?} at quiescence, queued or owned by nobody"
         );
-        if s.is_ready() {
-            assert!(queued == 1, "stranded: Ready but in no run queue");
-        } else {
-            assert!(queued == 0, "duplicated: in a run queue while {s:?}");
-        }
-        let pending = self.events.has_events();
-        if pending {
-            assert!(
-                queued == 1,
-                "stranded: {s:?} with pending events, in no run queue, nobody obliged to queue it"
-            );
-        }
-        // The run the process is queued for: it starts and drains.
-        if queued == 1 {
-            assert_eq!(
-                self.cell.try_start(),
-                Start::Started,
-                "duplicated: cannot start"
-            );
-            self.events.drain(&self.stepped);
-        }
+        assert!(
+            !(s.is_parked() && self.events.has_events()),
+            "stranded: {s:?} with events pending, nobody obliged to run it"
+        );
+        // SAFETY: every thread is joined.
+        let stepped = self.body.with(|b| unsafe { (*b).stepped });
         for &id in pushed {
-            match self.stepped[id].load(Ordering::Relaxed) {
+            match stepped[id] {
                 1 => {}
-                0 => panic!(
-                    "lost: event {id} never stepped (ended {s:?}, queued {queued}, pending {pending})"
-                ),
+                0 => panic!("lost: event {id} never stepped (ended {s:?})"),
                 n => panic!("duplicated: event {id} stepped {n} times"),
             }
         }
+        // Relaxed (both): every thread is joined.
+        let requeues = self.flag_requeues.load(Ordering::Relaxed);
+        let notified = self.notified.load(Ordering::Relaxed);
+        assert!(
+            requeues <= notified,
+            "stale flag: {requeues} requeues by the flag, {notified} wakes set it"
+        );
     }
-}
-
-/// How the worker re-checks the event queue after `Parked`.
-#[derive(Clone, Copy)]
-enum Recheck {
-    /// The protocol: if events are pending, `wake`, and queue on `Queue`.
-    Wake,
-    /// Control: no re-check.
-    Skip,
-    /// Control: if events are pending, store Ready and queue, without the
-    /// CAS that lets exactly one waker win.
-    Blind,
 }
 
 /// The transitions a model uses; the controls swap in broken ones.
@@ -209,7 +254,10 @@ struct Protocol {
     park_idle: fn(&StateCell) -> Park,
     finish_dispatch: fn(&StateCell) -> Park,
     force_complete: fn(&StateCell) -> ForceComplete,
-    recheck: Recheck,
+    /// Whether the worker wakes after pushing an event of its own.
+    own_push_wakes: bool,
+    /// Control: the worker looks at the queue after `Parked` and wakes.
+    recheck_after_park: bool,
 }
 
 const CORRECT: Protocol = Protocol {
@@ -217,14 +265,8 @@ const CORRECT: Protocol = Protocol {
     park_idle: StateCell::park_idle,
     finish_dispatch: StateCell::finish_dispatch,
     force_complete: StateCell::force_complete,
-    recheck: Recheck::Wake,
-};
-
-/// The protocol without the re-check after `Parked`: enough for events whose
-/// producers call `wake`.
-const WITHOUT_RECHECK: Protocol = Protocol {
-    recheck: Recheck::Skip,
-    ..CORRECT
+    own_push_wakes: true,
+    recheck_after_park: false,
 };
 
 // ---- broken transitions, for the control variants ---------------------------
@@ -249,9 +291,8 @@ fn finish_dispatch_load_store(cell: &StateCell) -> Park {
     park
 }
 
-/// `finish_dispatch` that gives up when its CAS fails — the reference's bug
-/// (pitfall 3): a wakeup flag that flips under the CAS strands the process
-/// in Running.
+/// `finish_dispatch` that gives up when its CAS fails — the reference's bug:
+/// a wakeup flag that flips under the CAS strands the process in Running.
 fn finish_dispatch_give_up(cell: &StateCell) -> Park {
     let s = cell.load();
     let (next, park) = if s.is_notified() {
@@ -290,7 +331,7 @@ fn wake_load_store(cell: &StateCell) -> Wake {
         cell.word.swap(READY, Ordering::AcqRel);
         Wake::Queue
     } else if s.is_running() {
-        // AcqRel: like the real transition.
+        // AcqRel: as in the real transition.
         cell.word.fetch_or(NOTIFIED, Ordering::AcqRel);
         Wake::Notified
     } else if s.is_ready() {
@@ -323,8 +364,8 @@ fn force_complete_load_store(cell: &StateCell) -> ForceComplete {
 }
 
 /// Runs `model` under loom, expecting it to panic with a message that starts
-/// with `predicate`.
-fn expect_caught(predicate: &str, model: impl Fn() + Sync + Send + 'static) {
+/// with one of `predicates`.
+fn expect_caught(predicates: &[&str], model: impl Fn() + Sync + Send + 'static) {
     let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| loom::model(model)));
     let payload = caught.expect_err("the control variant was not caught");
     let msg = payload
@@ -333,19 +374,23 @@ fn expect_caught(predicate: &str, model: impl Fn() + Sync + Send + 'static) {
         .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
         .unwrap_or_default();
     assert!(
-        msg.starts_with(predicate),
-        "caught for the wrong reason: expected `{predicate}`, got `{msg}`"
+        predicates.iter().any(|p| msg.starts_with(p)),
+        "caught for the wrong reason: expected one of {predicates:?}, got `{msg}`"
     );
 }
 
+/// loom's report of an access no happens-before orders.
+const DATA_RACE: &str = "Causality violation";
+
 // ---- model 1: completions racing finish_dispatch -----------------------------
 
-/// The worker has dispatched the step's yields and calls `finish_dispatch`
-/// while `completers` handlers complete them from other threads. Exactly one
-/// of {a completer, the worker} queues the process, never both, never
-/// neither, and the next run steps every completion.
+/// The worker has stepped (the step yielded) and dispatched the yields, and
+/// calls `finish_dispatch` while `completers` handlers complete them from
+/// other threads. Every completion is stepped exactly once, by runs that
+/// never overlap.
 fn completion_races_finish_dispatch(p: Protocol, completers: usize) {
-    let w = World::in_state(State::of(RUNNING));
+    let w = World::in_state(State::of(RUNNING), Status::Yield);
+    w.step(false);
     let handles: Vec<_> = (0..completers)
         .map(|id| {
             let w = Arc::clone(&w);
@@ -370,23 +415,15 @@ fn model_two_completions_race_finish_dispatch() {
     loom::model(|| completion_races_finish_dispatch(CORRECT, 2));
 }
 
-/// The wakeup flag alone closes this race: without the re-check (which
-/// only matters for events pushed without `wake`), nothing is lost.
-#[test]
-fn model_completion_races_finish_dispatch_without_recheck() {
-    loom::model(|| completion_races_finish_dispatch(WITHOUT_RECHECK, 1));
-}
-
-/// With the re-check the load-then-store is rescued (the worker's write is
-/// an RMW that reads the flagged value and so sees the completion), so the
-/// control drops the re-check to isolate the transition.
 #[test]
 fn control_finish_dispatch_load_then_store_is_caught() {
     let p = Protocol {
         finish_dispatch: finish_dispatch_load_store,
-        ..WITHOUT_RECHECK
+        ..CORRECT
     };
-    expect_caught("stranded", move || completion_races_finish_dispatch(p, 1));
+    expect_caught(&["stranded"], move || {
+        completion_races_finish_dispatch(p, 1)
+    });
 }
 
 #[test]
@@ -395,37 +432,26 @@ fn control_finish_dispatch_giving_up_on_a_failed_cas_is_caught() {
         finish_dispatch: finish_dispatch_give_up,
         ..CORRECT
     };
-    expect_caught("stranded", move || completion_races_finish_dispatch(p, 1));
+    expect_caught(&["stranded"], move || {
+        completion_races_finish_dispatch(p, 1)
+    });
 }
 
 // ---- model 2: two wakers of an Idle process ----------------------------------
 
-/// Two senders push a message each and wake an Idle process: exactly one
-/// wins `Queue`.
+/// Two senders push a message each and wake an Idle process: one of them
+/// runs it, and the other's message is stepped by that run or by a run of
+/// its own once the first has parked again — never by two runs at once.
 fn two_wakers_of_an_idle_process(p: Protocol) {
-    let w = World::in_state(State::of(IDLE));
-    let wins = Arc::new(AtomicUsize::new(0));
+    let w = World::in_state(State::of(IDLE), Status::Idle);
     let handles: Vec<_> = (0..2)
         .map(|id| {
-            let (w, wins) = (Arc::clone(&w), Arc::clone(&wins));
-            thread::spawn(move || {
-                w.events.push(id);
-                if (p.wake)(&w.cell) == Wake::Queue {
-                    // Relaxed: read after the join.
-                    wins.fetch_add(1, Ordering::Relaxed);
-                    w.enqueue();
-                }
-            })
+            let w = Arc::clone(&w);
+            thread::spawn(move || w.produce(id, p))
         })
         .collect();
     for h in handles {
         h.join().unwrap();
-    }
-    // Relaxed: the threads are joined.
-    match wins.load(Ordering::Relaxed) {
-        1 => {}
-        0 => panic!("stranded: no waker won"),
-        n => panic!("duplicated: {n} wakers won"),
     }
     w.check(&[0, 1]);
 }
@@ -435,30 +461,38 @@ fn model_two_wakers_of_an_idle_process() {
     loom::model(|| two_wakers_of_an_idle_process(CORRECT));
 }
 
+/// Both wakers see Idle and both run the process: the second start finds it
+/// Running (or parked again), the two steps overlap, or a blind write undoes
+/// a park and leaves a message behind.
 #[test]
 fn control_wake_load_then_store_is_caught() {
     let p = Protocol {
         wake: wake_load_store,
         ..CORRECT
     };
-    expect_caught("duplicated", move || two_wakers_of_an_idle_process(p));
+    expect_caught(&["duplicated", DATA_RACE, "stranded"], move || {
+        two_wakers_of_an_idle_process(p)
+    });
 }
 
 // ---- model 3: a message between "step returned Idle" and park_idle ----------
 
 /// The worker drains, steps (the step returns Idle; with `own_event` the
-/// owner also pushes an event of its own, without wake), parks Idle and
-/// re-checks the queue; with `sender`, a message is pushed and woken
-/// concurrently — before the drain, during the step, or after the park.
+/// owner also pushes an event of its own), parks Idle; with `sender`, a
+/// message is pushed and woken concurrently — before the drain, during the
+/// step, or after the park.
 fn message_between_idle_and_park(p: Protocol, sender: bool, own_event: bool) {
-    let w = World::in_state(State::of(RUNNING));
+    let w = World::in_state(State::of(RUNNING), Status::Idle);
     let handle = sender.then(|| {
         let w = Arc::clone(&w);
         thread::spawn(move || w.produce(0, p))
     });
-    w.events.drain(&w.stepped);
+    w.step(true);
     if own_event {
         w.events.push(OWN_EVENT);
+        if p.own_push_wakes {
+            w.wake(p);
+        }
     }
     w.after_park((p.park_idle)(&w.cell), p);
     if let Some(h) = handle {
@@ -490,54 +524,55 @@ fn model_own_event_before_park() {
 }
 
 #[test]
-fn model_message_between_idle_and_park_without_recheck() {
-    loom::model(|| message_between_idle_and_park(WITHOUT_RECHECK, true, false));
-}
-
-/// Without the re-check, as in `control_finish_dispatch_load_then_store_is_caught`.
-#[test]
 fn control_park_idle_load_then_store_is_caught() {
     let p = Protocol {
         park_idle: park_idle_load_store,
-        ..WITHOUT_RECHECK
-    };
-    expect_caught("stranded", move || {
-        message_between_idle_and_park(p, true, false)
-    });
-}
-
-#[test]
-fn control_skipped_recheck_is_caught() {
-    expect_caught("stranded", || {
-        message_between_idle_and_park(WITHOUT_RECHECK, false, true);
-    });
-}
-
-#[test]
-fn control_blind_recheck_is_caught() {
-    let p = Protocol {
-        recheck: Recheck::Blind,
         ..CORRECT
     };
-    expect_caught("duplicated", move || {
+    expect_caught(&["stranded"], move || {
         message_between_idle_and_park(p, true, false)
+    });
+}
+
+/// An event the owner pushes without waking is seen by nobody.
+#[test]
+fn control_own_push_without_wake_is_caught() {
+    let p = Protocol {
+        own_push_wakes: false,
+        ..CORRECT
+    };
+    expect_caught(&["stranded"], move || {
+        message_between_idle_and_park(p, false, true)
+    });
+}
+
+/// Why the protocol has no re-check of the queue after `Parked`: the
+/// consumer's side of the queue already belongs to the next owner, whose
+/// drain races the parker's look.
+#[test]
+fn control_recheck_after_park_is_caught() {
+    let p = Protocol {
+        own_push_wakes: false,
+        recheck_after_park: true,
+        ..CORRECT
+    };
+    expect_caught(&[DATA_RACE], move || {
+        message_between_idle_and_park(p, true, true)
     });
 }
 
 // ---- model 4: a message racing the start of a Ready process ----------------
 
 /// The process is Ready (queued); a sender pushes a message and wakes while
-/// the worker starts it, drains, steps (Idle) and parks. Either the run sees
-/// the message or the process ends up queued again.
+/// a worker pops it, starts it, drains, steps (Idle) and parks. Either the
+/// run sees the message or the process runs again.
 fn message_races_start(p: Protocol) {
-    let w = World::in_state(State::of(READY));
+    let w = World::in_state(State::of(READY), Status::Idle);
     let sender = {
         let w = Arc::clone(&w);
         thread::spawn(move || w.produce(0, p))
     };
-    assert_eq!(w.cell.try_start(), Start::Started);
-    w.events.drain(&w.stepped);
-    w.after_park((p.park_idle)(&w.cell), p);
+    w.run(p);
     sender.join().unwrap();
     w.check(&[0]);
 }
@@ -554,33 +589,38 @@ fn control_wake_skipping_the_write_when_ready_is_caught() {
         wake: wake_without_write_when_ready,
         ..CORRECT
     };
-    expect_caught("stranded", move || message_races_start(p));
+    expect_caught(&["stranded"], move || message_races_start(p));
 }
 
 // ---- model 5: force_complete racing the worker --------------------------------
 
-/// A terminator force-completes the process while its worker parks it Idle
-/// (with a message racing in) or completes it: the process is closed exactly
-/// once, by the party the protocol names.
-fn terminate_races_worker(p: Protocol, worker_completes: bool) {
-    let w = World::in_state(State::of(RUNNING));
+/// A terminator records its reason and force-completes the process while
+/// its worker steps it and then parks it Idle (with a message racing in),
+/// completes it, or reschedules it: the process is closed exactly once, by
+/// the party the protocol names, which sees the reason (if forced) and the
+/// body its last owner left.
+fn terminate_races_worker(p: Protocol, status: Status) {
+    let w = World::in_state(State::of(RUNNING), Status::Idle);
     let terminator = {
         let w = Arc::clone(&w);
         thread::spawn(move || {
+            // SAFETY: the terminator is the only writer, before its transition.
+            w.reason.with_mut(|r| unsafe { *r = 1 });
             if (p.force_complete)(&w.cell).must_close() {
-                w.close();
+                w.close(true);
             }
         })
     };
-    if worker_completes {
-        match w.cell.complete() {
-            Finish::Completed | Finish::Terminated => w.close(),
-            Finish::Invalid(s) => panic!("complete from {s:?}"),
-        }
-    } else {
-        w.after_park((p.park_idle)(&w.cell), p);
-    }
+    let sender = matches!(status, Status::Idle).then(|| {
+        let w = Arc::clone(&w);
+        thread::spawn(move || w.produce(0, p))
+    });
+    w.step(true);
+    w.leave(status, p);
     terminator.join().unwrap();
+    if let Some(h) = sender {
+        h.join().unwrap();
+    }
     let s = w.cell.load();
     assert!(s.is_complete(), "stranded: {s:?} after a terminate");
     // Relaxed: the threads are joined.
@@ -593,12 +633,17 @@ fn terminate_races_worker(p: Protocol, worker_completes: bool) {
 
 #[test]
 fn model_terminate_races_park() {
-    loom::model(|| terminate_races_worker(CORRECT, false));
+    loom::model(|| terminate_races_worker(CORRECT, Status::Idle));
 }
 
 #[test]
 fn model_terminate_races_complete() {
-    loom::model(|| terminate_races_worker(CORRECT, true));
+    loom::model(|| terminate_races_worker(CORRECT, Status::Done));
+}
+
+#[test]
+fn model_terminate_races_reschedule() {
+    loom::model(|| terminate_races_worker(CORRECT, Status::Continue));
 }
 
 #[test]
@@ -607,5 +652,37 @@ fn control_force_complete_load_then_store_is_caught() {
         force_complete: force_complete_load_store,
         ..CORRECT
     };
-    expect_caught("stranded", move || terminate_races_worker(p, false));
+    expect_caught(&["stranded", "duplicated"], move || {
+        terminate_races_worker(p, Status::Idle)
+    });
+}
+
+// ---- model 6: what complete publishes ----------------------------------------
+
+/// The worker writes its output and completes the process; an observer
+/// that sees Complete (by `load`, or by a `wake` that answers `Complete`)
+/// reads the output.
+fn observer_of_complete() {
+    let w = World::in_state(State::of(RUNNING), Status::Idle);
+    let observer = {
+        let w = Arc::clone(&w);
+        thread::spawn(move || {
+            let seen = w.cell.load().is_complete() || w.cell.wake() == Wake::Complete;
+            if seen {
+                // SAFETY: written once before `complete`; loom reports the
+                // read if the observation does not order it after the write.
+                let output = w.output.with(|o| unsafe { *o });
+                assert_eq!(output, 7, "lost: Complete seen without the output");
+            }
+        })
+    };
+    // SAFETY: the worker owns the process until `complete`.
+    w.output.with_mut(|o| unsafe { *o = 7 });
+    assert_eq!(w.cell.complete(), Finish::Completed);
+    observer.join().unwrap();
+}
+
+#[test]
+fn model_observer_of_complete() {
+    loom::model(observer_of_complete);
 }
