@@ -245,7 +245,7 @@ pub(crate) struct Slot<P: Process + 'static> {
     state: StateCell,
     /// The event queue, created by the first event (an idle process that
     /// was never sent anything costs no queue).
-    queue: OnceLock<EventQueue<P::Payload>>,
+    queue: crate::primitive::once::OnceLock<EventQueue<P::Payload>>,
     /// The process and what only its owner touches; see the module docs
     /// for who the owner is.
     body: UnsafeCell<Body<P>>,
@@ -715,6 +715,11 @@ impl<P: SchedProcess> Core<P> {
     fn dispatch(&self, slot: &Arc<Slot<P>>, out: &mut StepOutput<P::Command, P::Output>) {
         let _dispatching = crate::handler::Dispatching::enter(Arc::as_ptr(slot) as *const ());
         for y in out.yields_mut().drain() {
+            // Terminated during the dispatch (by a handler, or another
+            // thread): the yields not yet dispatched never will be.
+            if slot.state.load().is_complete() {
+                break;
+            }
             let completer = Completer::new(slot.clone(), y.tag);
             match self.handlers.get(y.command.name()) {
                 Some(handler) => {
@@ -990,7 +995,7 @@ impl<P: SchedProcess> Handle<P> {
             pid,
             core: core.clone(),
             state: StateCell::new(),
-            queue: OnceLock::new(),
+            queue: crate::primitive::once::OnceLock::new(),
             body: UnsafeCell::new(Body {
                 process: Some(process),
                 batch: Vec::new(),
@@ -1005,11 +1010,6 @@ impl<P: SchedProcess> Handle<P> {
             result: ResultCell::new(),
             inline: UnsafeCell::new(Vec::new()),
         });
-        // Under loom the queue is made before the slot is published: loom
-        // cannot see the synchronization of the std `OnceLock` that creates
-        // it lazily, and would flag the queue's first use on another thread.
-        #[cfg(stepsched_loom)]
-        let _ = slot.sender();
         if let Err(e) = core.routes.register(pid, slot.clone()) {
             drop(e);
             // SAFETY: the slot was never published: the body is ours.
