@@ -13,6 +13,39 @@
 //! * nothing hangs: a lost wake-up would leave the joining thread and the
 //!   workers blocked, which loom reports as a deadlock.
 //!
+//! The event queue is created by the process's first event, as in normal
+//! builds (through a loom-visible once-cell), so the sender and the
+//! completer race to create it.
+//!
+//! # What this model cannot see, and what covers it instead
+//!
+//! * **std `Arc`.** Slots, the core and handlers are shared through std's
+//!   `Arc` (loom's cannot hold the `dyn` handlers), whose reference counts
+//!   loom does not model. No code of ours manages a slot's memory: it lives
+//!   exactly as long as its `Arc`s. What could go wrong is an access to a
+//!   slot *through* the wrong owner, which the points below cover; a
+//!   completer or join handle outliving its process is exercised by
+//!   `a_completer_used_after_its_process_ended_returns_false` and
+//!   `dropping_the_handle_leaves_the_process_running`.
+//! * **The process body.** It sits in a plain `UnsafeCell`, so loom cannot
+//!   flag two threads touching it. Its exclusivity comes from the state
+//!   cell, whose models in `stepsched-process` hold the body, the events and
+//!   the forcer's reason in loom cells; here the `in_step` probe checks that
+//!   steps never overlap.
+//! * **The routing table.** dashmap's shard locks are not loom's, so routes
+//!   are outside the model. Register, lookup and compare-before-delete are
+//!   checked by the relay crate's ledger tests
+//!   (`send_register_unregister_ledger`, `compare_before_delete_under_reuse`)
+//!   and, through the scheduler, by `a_reused_pid_is_never_touched_by_its_old_process`
+//!   and `a_stale_completer_never_reaches_a_new_process_with_the_same_pid`.
+//! * **Shutdown and time.** Deadlines are wall-clock time, which loom does
+//!   not model. The submit-versus-shutdown handshake is checked by the
+//!   deterministic `submit_registering_after_the_shutdown_sweeps_still_completes`
+//!   (it fails without the `forcing` check in `submit`) and the racing
+//!   submits in `tests/shutdown.rs`; the Dekker between a publishing worker
+//!   and shutdown's wait is in this model (its process publishes while the
+//!   scheduler is dropped), and the mutation ledger removes its fence.
+//!
 //! A whole scheduler is a large model, so these run with one preemption
 //! (the race model takes a few minutes; the protocols it composes are
 //! model-checked at higher bounds in their own crates). `cargo xtask loom`
