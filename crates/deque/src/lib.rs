@@ -145,8 +145,9 @@ use crate::primitive::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 /// The most items one [`Stealer::steal_half_into`] moves.
 pub const DEFAULT_STEAL_LIMIT: usize = 32;
 
-/// The largest batch a thief may claim (the width of the `in_flight` field).
-const MAX_STEAL_LIMIT: usize = FLIGHT_MASK as usize;
+/// The largest batch a thief may claim: the `flight` field is 8 bits, and
+/// its two highest values mark a pending claim.
+const MAX_STEAL_LIMIT: usize = STALE as usize - 1;
 
 /// Initial ring capacity of [`Worker::new`]. Small under loom, so that
 /// wrap-around and growth are reached in a few operations.
@@ -158,38 +159,50 @@ const DEFAULT_CAPACITY: usize = 4;
 /// The smallest ring.
 const MIN_CAPACITY: usize = 2;
 
-/// The largest ring: indices are 28-bit, and a length must stay below half
-/// the index space to be unambiguous.
+/// The largest ring: indices are `IDX_BITS`-bit, and a length must stay
+/// below half the index space to be unambiguous.
 const MAX_CAPACITY: usize = 1 << (IDX_BITS - 1);
 
 const FLIGHT_BITS: u32 = 8;
 const FLIGHT_MASK: u64 = (1 << FLIGHT_BITS) - 1;
+/// `flight` value: a thief holds the claim reservation.
+const RESERVED: u64 = FLIGHT_MASK;
+/// `flight` value: the reservation is still held, but the owner's pop count
+/// went through zero since it was taken, so its claim must fail.
+const STALE: u64 = FLIGHT_MASK - 1;
+#[cfg(not(test))]
 const IDX_BITS: u32 = 28;
+/// Narrower under unit tests, so that a test can run the owner's pop count
+/// all the way round (2^20 pops) in a fraction of a second.
+#[cfg(test)]
+const IDX_BITS: u32 = 20;
 const IDX_MASK: u32 = (1 << IDX_BITS) - 1;
 const TOP_SHIFT: u32 = FLIGHT_BITS;
 const POPS_SHIFT: u32 = FLIGHT_BITS + IDX_BITS;
 
 /// The word thieves CAS: `pops` (bits 36..64, the owner's pop count),
-/// `top` (bits 8..36) and `in_flight` (bits 0..8, the number of claimed
-/// slots just below `top` that a thief is still copying out). All three are
-/// 28-bit (8-bit) counters that wrap.
+/// `top` (bits 8..36) and `flight` (bits 0..8). `pops` and `top` are
+/// 28-bit counters that wrap. `flight` is 0 when no thief is claiming,
+/// `1..=253` while a thief copies out that many claimed slots just below
+/// `top`, and [`RESERVED`] or [`STALE`] while a thief holds the claim
+/// reservation (no slot is in flight then).
 #[derive(Clone, Copy, PartialEq, Eq)]
 struct Head(u64);
 
 impl Head {
     #[inline]
-    fn new(pops: u32, top: u32, in_flight: u64) -> Self {
-        debug_assert!(in_flight <= FLIGHT_MASK);
+    fn new(pops: u32, top: u32, flight: u64) -> Self {
+        debug_assert!(flight <= FLIGHT_MASK);
         Head(
             (u64::from(pops & IDX_MASK) << POPS_SHIFT)
                 | (u64::from(top & IDX_MASK) << TOP_SHIFT)
-                | in_flight,
+                | flight,
         )
     }
 
     #[inline]
     fn pops(self) -> u32 {
-        (self.0 >> POPS_SHIFT) as u32
+        (self.0 >> POPS_SHIFT) as u32 & IDX_MASK
     }
 
     #[inline]
@@ -197,9 +210,18 @@ impl Head {
         (self.0 >> TOP_SHIFT) as u32 & IDX_MASK
     }
 
+    /// The raw `flight` field.
     #[inline]
-    fn in_flight(self) -> u64 {
+    fn flight(self) -> u64 {
         self.0 & FLIGHT_MASK
+    }
+
+    /// The number of claimed slots a thief is still copying out (none while
+    /// the reservation is held).
+    #[inline]
+    fn in_flight(self) -> u32 {
+        let flight = self.flight();
+        if flight >= STALE { 0 } else { flight as u32 }
     }
 
     /// Both ends, given the owner's push count.
@@ -208,8 +230,21 @@ impl Head {
         Ends {
             top: self.top(),
             bottom: pushes.wrapping_sub(self.pops()) & IDX_MASK,
-            in_flight: self.in_flight() as u32,
+            in_flight: self.in_flight(),
         }
+    }
+}
+
+/// The word a pop that brings the pop count round to zero stores: a held
+/// reservation becomes [`STALE`], so that its claim fails (see the module
+/// docs on the pop count's period).
+#[cold]
+#[inline(never)]
+fn pop_count_wraps(new: Head) -> Head {
+    if new.flight() == RESERVED {
+        Head(new.0 - RESERVED + STALE)
+    } else {
+        new
     }
 }
 
@@ -218,7 +253,7 @@ impl fmt::Debug for Head {
         f.debug_struct("Head")
             .field("pops", &self.pops())
             .field("top", &self.top())
-            .field("in_flight", &self.in_flight())
+            .field("flight", &self.flight())
             .finish()
     }
 }
@@ -254,17 +289,66 @@ impl Ends {
 /// A ring of slots. Slots are `MaybeUninit`: a buffer never drops items, it
 /// only frees its memory; the deque drops the items it still owns.
 struct Buffer<T> {
-    slots: Box<[UnsafeCell<MaybeUninit<T>>]>,
+    slots: Box<[UnsafeCell<Slot<T>>]>,
     mask: usize,
+}
+
+/// A slot's contents.
+#[cfg(not(stepsched_loom))]
+type Slot<T> = MaybeUninit<T>;
+
+/// Under loom a slot also records whether it was ever written (or copied
+/// from a written slot), so that a model that reads a slot holding no item
+/// fails at once instead of reading whatever the memory holds.
+#[cfg(stepsched_loom)]
+type Slot<T> = (bool, MaybeUninit<T>);
+
+#[cfg(not(stepsched_loom))]
+#[inline(always)]
+fn empty_slot<T>() -> Slot<T> {
+    MaybeUninit::uninit()
+}
+
+#[cfg(stepsched_loom)]
+fn empty_slot<T>() -> Slot<T> {
+    (false, MaybeUninit::uninit())
+}
+
+#[cfg(not(stepsched_loom))]
+#[inline(always)]
+fn full_slot<T>(item: T) -> Slot<T> {
+    MaybeUninit::new(item)
+}
+
+#[cfg(stepsched_loom)]
+fn full_slot<T>(item: T) -> Slot<T> {
+    (true, MaybeUninit::new(item))
+}
+
+/// The item in a slot.
+///
+/// # Safety
+///
+/// The slot holds an item the caller owns.
+#[cfg(not(stepsched_loom))]
+#[inline(always)]
+unsafe fn take_slot<T>(slot: Slot<T>) -> T {
+    // SAFETY: the caller's contract.
+    unsafe { slot.assume_init() }
+}
+
+#[cfg(stepsched_loom)]
+unsafe fn take_slot<T>(slot: Slot<T>) -> T {
+    assert!(slot.0, "read a slot that holds no item");
+    // SAFETY: the caller's contract, checked above as far as loom can.
+    unsafe { slot.1.assume_init() }
 }
 
 impl<T> Buffer<T> {
     /// Allocates a ring of `cap` slots (`cap` a power of two) on the heap.
     fn alloc(cap: usize) -> *mut Buffer<T> {
         debug_assert!(cap.is_power_of_two());
-        let slots = (0..cap)
-            .map(|_| UnsafeCell::new(MaybeUninit::uninit()))
-            .collect();
+        let slots = (0..cap).map(|_| UnsafeCell::new(empty_slot())).collect();
         Box::into_raw(Box::new(Buffer {
             slots,
             mask: cap - 1,
@@ -277,7 +361,7 @@ impl<T> Buffer<T> {
     }
 
     #[inline]
-    fn slot(&self, index: u32) -> &UnsafeCell<MaybeUninit<T>> {
+    fn slot(&self, index: u32) -> &UnsafeCell<Slot<T>> {
         let i = index as usize & self.mask;
         debug_assert!(i < self.slots.len());
         // SAFETY: `slots.len() == mask + 1` (set in `alloc`, never changed),
@@ -296,7 +380,7 @@ impl<T> Buffer<T> {
         self.slot(index).with_mut(|p| {
             // SAFETY: exclusive access is the caller's contract; writing a
             // `MaybeUninit` never drops the old contents.
-            unsafe { p.write(MaybeUninit::new(item)) }
+            unsafe { p.write(full_slot(item)) }
         });
     }
 
@@ -311,7 +395,7 @@ impl<T> Buffer<T> {
         self.slot(index).with(|p| {
             // SAFETY: the slot is initialized and owned by the caller, and
             // is not written concurrently (the caller's contract).
-            unsafe { p.read().assume_init() }
+            unsafe { take_slot(p.read()) }
         })
     }
 
@@ -368,7 +452,11 @@ impl<T> Drop for Inner<T> {
         // already synchronized with their last uses.
         let ends =
             Head(self.head.load(Ordering::Relaxed)).ends(self.pushes.load(Ordering::Relaxed));
-        debug_assert_eq!(ends.in_flight, 0, "a claim outlived every stealer");
+        debug_assert_eq!(
+            Head(self.head.load(Ordering::Relaxed)).flight(),
+            0,
+            "a claim outlived every stealer"
+        );
         let buffer = self.buffer.load(Ordering::Relaxed);
         let mut index = ends.top;
         while index != ends.bottom {
@@ -583,7 +671,11 @@ impl<T> Worker<T> {
             if ends.len() == 0 {
                 return None;
             }
-            let new = Head::new(head.pops().wrapping_add(1), head.top(), head.in_flight());
+            let pops = head.pops().wrapping_add(1) & IDX_MASK;
+            let mut new = Head::new(pops, head.top(), head.flight());
+            if pops == 0 {
+                new = pop_count_wraps(new);
+            }
             // Release: a thief that Acquire-loads this word and then loads
             // `pushes` sees every push before this pop, so the `bottom` it
             // computes is never below `top`. Relaxed on failure: we retry
@@ -779,7 +871,7 @@ impl<T> Stealer<T> {
     }
 
     /// Like [`steal_half_into`](Self::steal_half_into), taking at most
-    /// `limit` items (clamped to `1..=255`).
+    /// `limit` items (clamped to `1..=253`).
     ///
     /// ```
     /// use stepsched_deque::{Steal, Worker};
@@ -816,7 +908,17 @@ impl<T> Stealer<T> {
         Steal::Success(first)
     }
 
-    /// The number of items in the deque, as a snapshot.
+    /// The number of items in the deque: never more than it held when this
+    /// call last read its state, and counting every item that stays in it
+    /// throughout the call.
+    ///
+    /// The deque changes under a reader, so this is a bound, not an exact
+    /// count: items a concurrent push adds may be missed, and items a thief
+    /// is copying out are not counted. The bounds hold as long as the owner
+    /// pops fewer than 2<sup>28</sup> times and pushes fewer than
+    /// 2<sup>27</sup> times during the call (the counters' range); beyond
+    /// that the result is only known to be at most 2<sup>27</sup>.
+    /// Lock-free: the reads are retried if the owner pops in between.
     ///
     /// ```
     /// let w = stepsched_deque::Worker::new();
@@ -824,23 +926,37 @@ impl<T> Stealer<T> {
     /// assert_eq!(w.stealer().len(), 1);
     /// ```
     pub fn len(&self) -> usize {
-        self.ends().1.len() as usize
+        loop {
+            // Acquire: synchronizes with the Release CAS of the last pop
+            // (and the Release of the last claim), so the `pushes` load
+            // below sees every push before it.
+            let first = Head(self.inner.head.load(Ordering::Acquire));
+            hook::run(hook::Point::BetweenLoads);
+            // Acquire: orders the second load of the word after this one,
+            // and synchronizes with the push that stored the value, so a
+            // pop before that push is visible to the second load.
+            let pushes = self.inner.pushes.load(Ordering::Acquire);
+            // Relaxed: its position after the Acquire load above is all it
+            // needs (a pop that preceded the push we read is seen).
+            let second = Head(self.inner.head.load(Ordering::Relaxed));
+            if first.pops() != second.pops() {
+                // The owner popped in between: `pushes` may be from after
+                // that pop, and this pair of counts never coexisted.
+                continue;
+            }
+            // No pop between the two loads, so `pushes` was stored while
+            // the pop count was `pops`: `bottom` is a bottom the deque had,
+            // at most its bottom at the second load. `top` is from the
+            // second load; a claim may have moved it past our `bottom`
+            // (the claiming thief saw later pushes): then nothing is
+            // counted.
+            let len = second.ends(pushes).len() as usize;
+            return if len > MAX_CAPACITY { 0 } else { len };
+        }
     }
 
-    /// Loads `head`, then `pushes`, and returns the word and both ends.
-    #[inline]
-    fn ends(&self) -> (Head, Ends) {
-        // Acquire: synchronizes with the Release CAS of the last `pop`, so
-        // the `pushes` load below sees every push before it and `bottom`
-        // is never computed below `top`.
-        let head = Head(self.inner.head.load(Ordering::Acquire));
-        // Acquire: synchronizes with the Release store of `push`, so the
-        // slots below the `bottom` we compute are written and visible.
-        let pushes = self.inner.pushes.load(Ordering::Acquire);
-        (head, head.ends(pushes))
-    }
-
-    /// Whether the deque holds no item, as a snapshot.
+    /// Whether the deque holds no item: `len() == 0`, with the same bounds
+    /// (an item that stays in the deque throughout the call is seen).
     ///
     /// ```
     /// let w = stepsched_deque::Worker::<()>::new();
@@ -850,35 +966,84 @@ impl<T> Stealer<T> {
         self.len() == 0
     }
 
-    /// Claims the `⌈len/2⌉` oldest items, at most `limit`, by one CAS that
-    /// moves `top` and records them as in flight. On success returns the
-    /// first claimed index and the count; the caller must copy the items out
-    /// and then call `release`.
+    /// Claims the `⌈len/2⌉` oldest items, at most `limit`. On success
+    /// returns the first claimed index and the count; the caller must copy
+    /// the items out and then call `release`.
+    ///
+    /// Two CASes: the first takes the claim reservation (`flight` 0 →
+    /// [`RESERVED`]), the second moves `top` by `n` and sets `flight = n`.
+    /// The second succeeds only if the owner did not pop in between (see
+    /// the module docs).
     #[inline]
     fn claim(&self, limit: usize) -> Steal<(u32, u64)> {
-        let (head, ends) = self.ends();
-        let len = ends.len() as usize;
-        if len == 0 {
-            return Steal::Empty;
-        }
-        if ends.in_flight != 0 {
-            // Another thief is copying a batch out; one at a time.
+        // Acquire: synchronizes with the Release CAS of the last pop and the
+        // Release of the last claim, so `pushes` below is never behind
+        // them and `bottom` is never below `top`.
+        let head = Head(self.inner.head.load(Ordering::Acquire));
+        if head.flight() != 0 {
+            // Another thief is claiming or copying a batch out: one at a
+            // time.
             return Steal::Retry;
         }
-        let n = len.div_ceil(2).min(limit) as u64;
-        let new = Head::new(head.pops(), ends.top.wrapping_add(n as u32), n);
-        // Relaxed: the loads in `ends` already acquired everything we read;
-        // success means no pop and no claim happened since, so every index
-        // we claim is below the `bottom` computed there. Relaxed on failure:
-        // we give up without reading anything.
-        match self
+        // Acquire: as below; here only to tell an empty deque cheaply.
+        let pushes = self.inner.pushes.load(Ordering::Acquire);
+        if head.ends(pushes).len() == 0 {
+            return Steal::Empty;
+        }
+        hook::run(hook::Point::BeforeReserve);
+        let reserved = Head(head.0 | RESERVED);
+        // Acquire: as the load above, for the value we replace (which may be
+        // newer than the one we loaded, if it came round again). Relaxed on
+        // failure: we give up without reading anything.
+        if self
             .inner
             .head
-            .compare_exchange(head.0, new.0, Ordering::Relaxed, Ordering::Relaxed)
+            .compare_exchange(head.0, reserved.0, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
         {
-            Ok(_) => Steal::Success((ends.top, n)),
-            Err(_) => Steal::Retry,
+            return Steal::Retry;
         }
+        // Acquire: synchronizes with the Release store of `push`, so the
+        // slots below the `bottom` we compute are written and visible. Read
+        // after the reservation, so it is no older than the pop count in
+        // `reserved`.
+        let pushes = self.inner.pushes.load(Ordering::Acquire);
+        let ends = reserved.ends(pushes);
+        let len = ends.len() as usize;
+        if len == 0 {
+            self.unreserve();
+            return Steal::Empty;
+        }
+        let n = len.div_ceil(2).min(limit) as u64;
+        hook::run(hook::Point::BeforeClaim);
+        let new = Head::new(reserved.pops(), ends.top.wrapping_add(n as u32), n);
+        // Relaxed: the reservation and the `pushes` load already acquired
+        // everything we read. Success means the word is still `reserved`:
+        // no pop since the reservation (a pop changes `pops`, and `pops`
+        // cannot come round again without passing zero, which turns the
+        // reservation STALE), so every index we claim is below the
+        // `bottom` computed from `pushes`. Relaxed on failure: we give up.
+        match self.inner.head.compare_exchange(
+            reserved.0,
+            new.0,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => Steal::Success((ends.top, n)),
+            Err(_) => {
+                self.unreserve();
+                Steal::Retry
+            }
+        }
+    }
+
+    /// Gives the claim reservation back without claiming anything.
+    #[cold]
+    fn unreserve(&self) {
+        // Relaxed: we read no slot under the reservation, so there is
+        // nothing to publish; an RMW, it continues the release sequence of
+        // the last pop for the next thief's Acquire.
+        self.inner.head.fetch_and(!FLIGHT_MASK, Ordering::Relaxed);
     }
 
     /// Loads the current ring while pinned.
@@ -969,6 +1134,60 @@ impl<T> Steal<T> {
 
 #[cfg(test)]
 mod tests;
+
+/// A test-only hook the thief runs inside its claim window, so a test can
+/// run the owner at exactly that point on the same thread.
+mod hook {
+    /// Where in the claim the hook runs.
+    #[cfg_attr(not(test), allow(dead_code))]
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub(crate) enum Point {
+        /// Between a thief's first load of the head word and its
+        /// reservation CAS.
+        BeforeReserve,
+        /// Between a thief's reservation and its claiming CAS.
+        BeforeClaim,
+        /// In `Stealer::len`, between the loads of the head word and of the
+        /// push count.
+        BetweenLoads,
+    }
+
+    /// A hook: called with the point it is reached at.
+    #[cfg(test)]
+    pub(crate) type Hook = Box<dyn FnMut(Point)>;
+
+    #[cfg(test)]
+    std::thread_local! {
+        static HOOK: std::cell::RefCell<Option<Hook>> =
+            const { std::cell::RefCell::new(None) };
+    }
+
+    /// Installs `f` as this thread's hook (tests only).
+    #[cfg(test)]
+    #[cfg_attr(stepsched_loom, allow(dead_code))]
+    pub(crate) fn set(f: Option<Hook>) {
+        HOOK.with(|h| *h.borrow_mut() = f);
+    }
+
+    #[cfg(test)]
+    #[inline]
+    pub(crate) fn run(point: Point) {
+        // Taken out while it runs, so the hook may itself steal.
+        if let Some(mut f) = HOOK.with(|h| h.borrow_mut().take()) {
+            f(point);
+            HOOK.with(|h| {
+                let mut h = h.borrow_mut();
+                if h.is_none() {
+                    *h = Some(f);
+                }
+            });
+        }
+    }
+
+    #[cfg(not(test))]
+    #[inline(always)]
+    pub(crate) fn run(_point: Point) {}
+}
 
 /// The README's examples, compiled and run as doctests.
 #[doc = include_str!("../README.md")]

@@ -176,6 +176,38 @@ fn pop_and_push_race_a_copying_thief() {
     });
 }
 
+#[test]
+fn len_during_a_claim() {
+    // A thief claims two items computed from pushes the reader may not have
+    // seen yet: the reader's length must still be one the deque could have
+    // had (it never holds more than three items), not a wrapped count.
+    loom::model(|| {
+        let w = Worker::new();
+        w.push(0usize);
+        let s = w.stealer();
+        let reader = w.stealer();
+        let thief = thread::spawn(move || {
+            let mine = Worker::new();
+            let mut got = Vec::new();
+            take_all(s.steal_half_into(&mine), &mine, &mut got);
+            got
+        });
+        let len = thread::spawn(move || reader.len());
+        w.push(1);
+        w.push(2);
+        let len = len.join().unwrap();
+        assert!(
+            len <= 3,
+            "len {len}; the deque never held more than 3 items"
+        );
+        let mut taken = thief.join().unwrap();
+        while let Some(x) = w.pop() {
+            taken.push(x);
+        }
+        assert_exactly_once(taken, 3);
+    });
+}
+
 /// The control: the reference implementation's protocol, in miniature.
 /// Classic Chase-Lev ends in two words; the owner pops without a CAS unless
 /// it takes the last item; steal-half reads both ends, copies `n` slots and

@@ -221,6 +221,120 @@ fn index_wrap_around() {
     assert_eq!(w.pop(), None);
 }
 
+/// Runs a steal-half whose claim window (hook point `at`) contains an owner
+/// that pops three of the four items the thief saw, then pushes and pops
+/// until its pop count has wrapped to the value the thief read: the deque
+/// then holds one item where the thief saw four. Returns every id handed
+/// out, by the thief and by the owner.
+fn steal_across_pop_wrap(at: hook::Point) -> Vec<usize> {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    const CHURN: usize = usize::MAX;
+    let w = Rc::new(Worker::with_capacity(4));
+    for id in 0..4 {
+        w.push(id);
+    }
+    let s = w.stealer();
+    let taken = Rc::new(RefCell::new(Vec::new()));
+    {
+        let (w, taken) = (w.clone(), taken.clone());
+        let mut fired = false;
+        hook::set(Some(Box::new(move |point| {
+            if point != at || fired {
+                return;
+            }
+            fired = true;
+            for _ in 0..3 {
+                taken.borrow_mut().extend(w.pop());
+            }
+            // One pop per push: 2^28 pops in all, the period of the
+            // 28-bit pop count.
+            for _ in 0..(1u32 << IDX_BITS) - 3 {
+                w.push(CHURN);
+                let churned = w.pop();
+                assert_eq!(churned, Some(CHURN));
+            }
+        })));
+    }
+    let mine = Worker::new();
+    let r = s.steal_half_into(&mine);
+    hook::set(None);
+    let mut taken = Rc::try_unwrap(taken).unwrap().into_inner();
+    drain_into_vec(r, &mine, &mut taken);
+    // Bounded: a deque corrupted by a stale claim may never report empty.
+    for _ in 0..4 {
+        taken.extend(w.pop());
+    }
+    let intact = {
+        let mut sorted = taken.clone();
+        sorted.sort_unstable();
+        sorted == [0, 1, 2, 3]
+    };
+    if !intact {
+        // A corrupted deque must not be dropped: its drop walks from `top`
+        // to `bottom`, which a stale claim put in the wrong order.
+        std::mem::forget(s);
+        std::mem::forget(w);
+    }
+    taken
+}
+
+#[test]
+fn pop_count_wrap_during_claim() {
+    // The thief's claim must not succeed with the batch size it computed
+    // before the owner's pop count went all the way round.
+    let mut taken = steal_across_pop_wrap(hook::Point::BeforeClaim);
+    taken.sort_unstable();
+    assert_eq!(taken, [0, 1, 2, 3], "an item was handed out twice or lost");
+}
+
+#[test]
+fn pop_count_wrap_before_reservation() {
+    // The same wrap before the reservation: the reservation's CAS succeeds
+    // on the word that came round, and the claim, computed after it, takes
+    // only what is there.
+    let mut taken = steal_across_pop_wrap(hook::Point::BeforeReserve);
+    taken.sort_unstable();
+    assert_eq!(taken, [0, 1, 2, 3], "an item was handed out twice or lost");
+}
+
+#[test]
+fn stealer_len_is_a_real_length() {
+    // Between the stealer's reads, the owner pushes and pops in bursts of
+    // four above an item at rest: the deque never holds more than five
+    // items, and always the one at rest.
+    use std::rc::Rc;
+    let w = Rc::new(Worker::with_capacity(8));
+    w.push(usize::MAX);
+    let s = w.stealer();
+    {
+        let w = w.clone();
+        let mut fired = false;
+        hook::set(Some(Box::new(move |point| {
+            if point != hook::Point::BetweenLoads || fired {
+                return;
+            }
+            fired = true;
+            for round in 0..100 {
+                for i in 0..4 {
+                    w.push(round * 4 + i);
+                }
+                for _ in 0..4 {
+                    assert!(w.pop().is_some());
+                }
+            }
+        })));
+    }
+    let len = s.len();
+    let empty = s.is_empty();
+    hook::set(None);
+    assert!(
+        (1..=5).contains(&len),
+        "len {len}, the deque held 1 to 5 items"
+    );
+    assert!(!empty);
+}
+
 #[test]
 fn destructors() {
     // Items left in the deque are dropped exactly once when the last handle
