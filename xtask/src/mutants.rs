@@ -286,7 +286,9 @@ pub(crate) fn mutants(args: &[String]) -> Result<(), String> {
                     Outcome::Failed { detail } => {
                         let named = match check {
                             Check::Loom { filter, .. } | Check::Test { filter, .. } => {
-                                filter.as_deref() == Some(detail.as_str())
+                                filter.as_deref().is_some_and(|f| {
+                                    detail == f || detail.ends_with(&format!("::{f}"))
+                                })
                             }
                         };
                         verdict = Verdict::Caught {
@@ -494,7 +496,7 @@ fn parse_ledger(text: &str, shown: &str) -> Result<Vec<Mutant>, String> {
             Some(k) => (&line[..k], line[k..].trim_start()),
             None => (line, ""),
         };
-        if value.is_empty() {
+        if value.is_empty() && key != "replace" {
             return Err(format!("{at}: `{key}` has no value (expected `key value`)"));
         }
         let value = value.to_string();
@@ -954,10 +956,16 @@ fn failure(text: &str, status: ExitStatus) -> Outcome {
         .lines()
         .filter_map(|l| l.strip_prefix("test ")?.strip_suffix(" ... FAILED"))
         .collect();
-    let detail = match failed.as_slice() {
-        [] => format!("test binary {status}"),
-        [one] => one.to_string(),
-        [first, rest @ ..] => format!("{first} (+{} more)", rest.len()),
+    // A panic that cannot unwind aborts the binary before it reports.
+    let aborted = text.lines().find_map(|l| {
+        let name = l.strip_prefix("thread '")?.split('\'').next()?;
+        (l.contains("panicked") && name != "main").then_some(name)
+    });
+    let detail = match (failed.as_slice(), aborted) {
+        ([], Some(name)) => format!("{name} (aborted)"),
+        ([], None) => format!("test binary {status}"),
+        ([one], _) => one.to_string(),
+        ([first, rest @ ..], _) => format!("{first} (+{} more)", rest.len()),
     };
     Outcome::Failed { detail }
 }
