@@ -935,7 +935,7 @@ impl<T> Stealer<T> {
             // Acquire: orders the second load of the word after this one,
             // and synchronizes with the push that stored the value, so a
             // pop before that push is visible to the second load.
-            let pushes = self.inner.pushes.load(Ordering::Acquire);
+            let pushed = self.inner.pushes.load(Ordering::Acquire);
             // Relaxed: its position after the Acquire load above is all it
             // needs (a pop that preceded the push we read is seen).
             let second = Head(self.inner.head.load(Ordering::Relaxed));
@@ -950,7 +950,7 @@ impl<T> Stealer<T> {
             // second load; a claim may have moved it past our `bottom`
             // (the claiming thief saw later pushes): then nothing is
             // counted.
-            let len = second.ends(pushes).len() as usize;
+            let len = second.ends(pushed).len() as usize;
             return if len > MAX_CAPACITY { 0 } else { len };
         }
     }
@@ -985,8 +985,11 @@ impl<T> Stealer<T> {
             // time.
             return Steal::Retry;
         }
-        // Acquire: as below; here only to tell an empty deque cheaply.
-        let pushes = self.inner.pushes.load(Ordering::Acquire);
+        // Relaxed: here only to tell an empty deque cheaply. The Acquire
+        // load of the word above makes this value no older than the pushes
+        // before the last pop, so an item that stays in the deque is seen;
+        // no slot is read on the strength of this value.
+        let pushes = self.inner.pushes.load(Ordering::Relaxed);
         if head.ends(pushes).len() == 0 {
             return Steal::Empty;
         }

@@ -208,6 +208,73 @@ fn len_during_a_claim() {
     });
 }
 
+#[test]
+fn owner_wraps_onto_slots_a_thief_copied() {
+    // A two-slot ring: the thief starts before anything is pushed, and the
+    // owner's third push either wraps onto the slot the thief claimed (once
+    // it is released) or grows the ring (while it is in flight). The owner
+    // must never write a slot before the thief's read of it happened (loom
+    // flags the cell), nor copy a ring without the in-flight slots.
+    loom::model(|| {
+        let w = Worker::with_capacity(2);
+        let s = w.stealer();
+        let thief = thread::spawn(move || s.steal().success());
+        for i in 0..3 {
+            w.push(i);
+        }
+        let mut taken: Vec<usize> = thief.join().unwrap().into_iter().collect();
+        while let Some(x) = w.pop() {
+            taken.push(x);
+        }
+        assert_exactly_once(taken, 3);
+    });
+}
+
+#[test]
+fn push_then_pop_races_a_steal() {
+    // An item stays in the deque while the owner pushes and pops another
+    // above it: the steal may lose a race (Retry) but never reports the
+    // deque empty.
+    loom::model(|| {
+        let w = Worker::new();
+        w.push(0usize);
+        let s = w.stealer();
+        let thief = thread::spawn(move || {
+            let r = s.steal();
+            assert!(!r.is_empty(), "steal saw no item while one was at rest");
+            r.success()
+        });
+        w.push(1);
+        let mut taken: Vec<usize> = w.pop().into_iter().collect();
+        taken.extend(thief.join().unwrap());
+        while let Some(x) = w.pop() {
+            taken.push(x);
+        }
+        assert_exactly_once(taken, 2);
+    });
+}
+
+#[test]
+fn len_while_push_then_pop() {
+    // The same for `len`: the item at rest is counted, and nothing beyond
+    // the two items the deque ever held (three pushes and a pop: a push
+    // count read with a stale pop count would say three).
+    loom::model(|| {
+        let w = Worker::new();
+        w.push(0usize);
+        let reader = w.stealer();
+        let reader = thread::spawn(move || reader.len());
+        w.push(1);
+        assert_eq!(w.pop(), Some(1));
+        w.push(2);
+        let len = reader.join().unwrap();
+        assert!(
+            (1..=2).contains(&len),
+            "len {len}; the deque held 1 or 2 items"
+        );
+    });
+}
+
 /// The control: the reference implementation's protocol, in miniature.
 /// Classic Chase-Lev ends in two words; the owner pops without a CAS unless
 /// it takes the last item; steal-half reads both ends, copies `n` slots and
