@@ -9,7 +9,7 @@ use stepsched_process::{Error, Event, Process, Tag};
 use crate::SchedProcess;
 use crate::primitive::sync::Arc;
 use crate::primitive::thread_local;
-use crate::scheduler::Slot;
+use crate::slot::Slot;
 
 /// A command a process yields: it names the handler that serves it.
 ///

@@ -1,94 +1,17 @@
-//! The result of a process, and the [`JoinHandle`] that waits for it,
-//! blocking or as a `Future`.
+//! The [`JoinHandle`] that waits for a process's result, blocking or as a
+//! `Future`.
 
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 
 use stepsched_process::{Error, Process};
 use stepsched_relay::Pid;
 
 use crate::SchedProcess;
-use crate::primitive::sync::{Arc, Condvar, Mutex};
-use crate::scheduler::Slot;
-
-/// Where a process's result waits for its [`JoinHandle`].
-pub(crate) struct ResultCell<O> {
-    state: Mutex<CellState<O>>,
-    ready: Condvar,
-}
-
-struct CellState<O> {
-    result: Option<Result<O, Error>>,
-    done: bool,
-    /// A thread waits in `wait`: `set` must notify the condvar (a futex
-    /// wake is a system call, so it is skipped when nobody waits).
-    waiting: bool,
-    waker: Option<Waker>,
-}
-
-impl<O> ResultCell<O> {
-    pub(crate) fn new() -> Self {
-        ResultCell {
-            state: Mutex::new(CellState {
-                result: None,
-                done: false,
-                waiting: false,
-                waker: None,
-            }),
-            ready: Condvar::new(),
-        }
-    }
-
-    /// Stores the result and wakes the waiter. Called once per process (the
-    /// caller holds the slot's `finished` flag).
-    pub(crate) fn set(&self, result: Result<O, Error>) {
-        let (waker, waiting) = {
-            let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-            state.result = Some(result);
-            state.done = true;
-            (state.waker.take(), state.waiting)
-        };
-        if waiting {
-            self.ready.notify_all();
-        }
-        if let Some(w) = waker {
-            w.wake();
-        }
-    }
-
-    fn wait(&self) -> Result<O, Error> {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        while !state.done {
-            state.waiting = true;
-            state = self.ready.wait(state).unwrap_or_else(|p| p.into_inner());
-        }
-        take(&mut state.result)
-    }
-
-    fn poll(&self, cx: &mut Context<'_>) -> Poll<Result<O, Error>> {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        if state.done {
-            return Poll::Ready(take(&mut state.result));
-        }
-        match &mut state.waker {
-            Some(w) if w.will_wake(cx.waker()) => {}
-            slot => *slot = Some(cx.waker().clone()),
-        }
-        Poll::Pending
-    }
-
-    fn is_done(&self) -> bool {
-        self.state.lock().unwrap_or_else(|p| p.into_inner()).done
-    }
-}
-
-fn take<O>(result: &mut Option<Result<O, Error>>) -> Result<O, Error> {
-    result
-        .take()
-        .unwrap_or_else(|| Err(Error::failed("the result was already taken")))
-}
+use crate::primitive::sync::Arc;
+use crate::slot::Slot;
 
 /// Waits for the result of one process: [`join`](JoinHandle::join) blocks,
 /// and the handle is also a `Future`.

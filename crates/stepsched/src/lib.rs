@@ -118,11 +118,17 @@ pub struct ReadmeDoctests;
 #[cfg(doctest)]
 pub struct GuideDoctests;
 
+mod builder;
 mod error;
+mod handle;
 mod handler;
 mod join;
 mod primitive;
+mod result;
 mod scheduler;
+mod slot;
+mod stats;
+mod step;
 
 pub use stepsched_deque as deque;
 pub use stepsched_mpsc as mpsc;
@@ -130,10 +136,13 @@ pub use stepsched_pool as pool;
 pub use stepsched_process as process;
 pub use stepsched_relay as relay;
 
+pub use builder::Builder;
 pub use error::{SendError, SubmitError, TerminateError};
+pub use handle::Handle;
 pub use handler::{Command, Completer, Handler};
 pub use join::JoinHandle;
-pub use scheduler::{Builder, Handle, Scheduler, ShutdownReport, Stats};
+pub use scheduler::{Scheduler, ShutdownReport};
+pub use stats::Stats;
 pub use stepsched_process::{
     CancelToken, Context, Error, Event, EventKind, Events, Process, Status, StepOutput, Tag, Yield,
 };

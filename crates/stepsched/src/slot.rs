@@ -1,0 +1,519 @@
+//! A process's slot and the core every handle and worker shares: the
+//! slot's lifecycle, how a process is woken, forced, closed and published.
+//! What one step does is in `step.rs`.
+//!
+//! # The life of a process
+//!
+//! A [`Slot`] holds one process: its state cell, its event queue, and its
+//! *body* (the process itself, the event batch, the step output). The body
+//! is touched by one thread at a time, and the state cell says which:
+//!
+//! * the worker whose `try_start` moved the state Ready → Running owns the
+//!   body until its next transition (park, reschedule, complete);
+//! * a `force_complete` (terminate, shutdown) whose previous state was not
+//!   Running owns the body from then on — no worker can start it any more;
+//! * a worker whose transition out of Running reports `Terminated` still
+//!   owns the body (the forcer saw Running and left `close` to it).
+//!
+//! Producers — completers and senders — never touch the body: they push an
+//! event into the queue and call [`StateCell::wake`]; the single winner of a
+//! Blocked/Idle → Ready transition puts the slot in a run queue. A wake
+//! while Running sets the wakeup flag, and the worker's next transition
+//! answers `Requeue`. So no event is lost and no two steps of a process
+//! overlap (the argument is in `stepsched_process::state`).
+//!
+//! # Ending: close, then publish
+//!
+//! A process ends in one of two ways: its step finishes it (`Done`, an
+//! error, a panic), or a *forcer* — [`Handle::terminate`], or shutdown at
+//! its deadline — moves it to Complete. A forcer first claims the slot's
+//! `forced` word (one forcer per process, so the error that is published
+//! is the winner's), then calls `force_complete`. Exactly one of the
+//! worker's `complete` and the forcer's `force_complete` wins the state
+//! cell, and that decides the result: the step's if the worker won, the
+//! forcer's error if the forcer won (even if the step was about to return
+//! `Done`, so that a successful `terminate` always reads `Terminated`).
+//!
+//! `close` is called exactly once, by whoever owns the body at the end:
+//! the forcer if no worker was running the process, otherwise the worker
+//! when its step returns. The result is *published* after `close`, by the
+//! same party, once (the slot's `finished` flag): the route is removed
+//! (compare-before-delete, so a newer process with the same PID keeps its
+//! route), the completion hook runs, the process's place under the limit
+//! is released, and the result is stored for the [`JoinHandle`]. So when
+//! `join` returns, `close` has run, the hook has run and the PID can be
+//! reused. The one exception is a forced process whose step never returns
+//! at shutdown: shutdown publishes `Cancelled` for it without waiting (the
+//! worker still closes it if the step ever returns). A process whose step
+//! ended it (`Done`, an error) always gets that result, even from a `close`
+//! that outlives the shutdown deadline: only a forcer that *won* the state
+//! cell (the slot's `FORCE_WON` mark) makes the result an error.
+//!
+//! `close`, the process's `Drop` and the `Drop` of its queued events run
+//! inside `catch_unwind` (`Slot::close_body`): a panic there is logged and
+//! the result is still published, the route removed, the place released.
+//!
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::OnceLock;
+
+use stepsched_mpsc as mpsc;
+use stepsched_pool::Pool;
+use stepsched_process::{
+    CancelToken, Error, Event, ForceComplete, Process, StateCell, StepOutput, Wake,
+};
+use stepsched_relay::{Pid, PidAllocator, RoutingTable};
+
+use crate::SchedProcess;
+use crate::primitive::cell::UnsafeCell;
+use crate::primitive::sync::atomic::{
+    AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering, fence,
+};
+use crate::primitive::sync::{Arc, Condvar, Mutex};
+use crate::result::ResultCell;
+use crossbeam_utils::CachePadded;
+
+/// `last_worker` before the first step.
+pub(crate) const NO_WORKER: usize = usize::MAX;
+
+/// The slot's `forced` word: not forced, or the error its forcer chose,
+/// plus [`FORCE_WON`] once that forcer won the state cell.
+pub(crate) const NOT_FORCED: u8 = 0;
+pub(crate) const FORCED_TERMINATED: u8 = 1;
+pub(crate) const FORCED_CANCELLED: u8 = 2;
+/// The kind bits of the `forced` word.
+pub(crate) const FORCE_KIND: u8 = 0b011;
+/// Set in the `forced` word by a forcer whose `force_complete` won: the
+/// process's result is the forcer's error, whoever publishes it.
+pub(crate) const FORCE_WON: u8 = 0b100;
+
+/// A process's lifecycle hook.
+pub(crate) type StartHook = Arc<dyn Fn(Pid) + Send + Sync>;
+/// A process's completion hook.
+pub(crate) type CompleteHook<O> = Arc<dyn Fn(Pid, Result<&O, &Error>) + Send + Sync>;
+
+/// Everything the scheduler's handles and workers share.
+pub(crate) struct Core<P: Process + 'static> {
+    pub(crate) pool: OnceLock<Pool<Task<P>>>,
+    pub(crate) routes: RoutingTable<Arc<Slot<P>>>,
+    pub(crate) pids: PidAllocator,
+    pub(crate) max_processes: usize,
+    /// Places taken under `max_processes`: processes registered and not
+    /// yet published, and submits in progress (a reservation counts).
+    pub(crate) live: AtomicUsize,
+    /// Processes whose result is not yet stored, and submits in progress.
+    /// Like `live`, but released after the result is stored, so that
+    /// shutdown, which waits for it to reach zero, returns only once every
+    /// finished process's `JoinHandle` has its result.
+    pub(crate) unpublished: AtomicUsize,
+    pub(crate) stopping: AtomicBool,
+    /// Set by shutdown before its forcing sweep; a submit that registers
+    /// after the sweep sees it and forces its own process.
+    pub(crate) forcing: AtomicBool,
+    /// Shutdown waits here for `unpublished` to reach zero.
+    pub(crate) drained: Mutex<()>,
+    pub(crate) drained_cv: Condvar,
+    pub(crate) on_start: Option<StartHook>,
+    pub(crate) on_complete: Option<CompleteHook<P::Output>>,
+    pub(crate) submitted: AtomicU64,
+    /// Steps, completions and failures, one cache line per worker (plus
+    /// one for other threads), so workers never contend on a counter.
+    pub(crate) counters: Box<[CachePadded<Counters>]>,
+    /// Whether `live` is maintained (a process limit is set).
+    pub(crate) limited: bool,
+}
+
+/// Statistics counters of one worker. Each worker's line has one writer,
+/// which adds with a load and a store (no locked instruction); the last
+/// line is shared by non-worker threads and uses `fetch_add`.
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) steps: AtomicU64,
+    pub(crate) completed: AtomicU64,
+    pub(crate) failed: AtomicU64,
+}
+
+/// Adds one to a counter. `owned`: this thread is the line's only writer.
+#[inline]
+pub(crate) fn bump(counter: &AtomicU64, owned: bool) {
+    // Relaxed: statistics; readers only need some recent value.
+    if owned {
+        counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    } else {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// A slot in a run queue, with the number of times in a row it was
+/// requeued locally after a wake while running (see [`LOCAL_REQUEUES`]).
+pub(crate) struct Task<P: Process + 'static>(pub(crate) Arc<Slot<P>>, pub(crate) u32);
+
+// SAFETY: a `Task` is only made by `Task::new`, which requires
+// `P: SchedProcess`; then `Slot<P>` is `Send + Sync` (see below), so the
+// `Arc` may move between threads. The impl is unconditional only so that
+// the pool's `Send` bound does not send the compiler around the cycle
+// process → handle → pool → slot → process.
+unsafe impl<P: Process + 'static> Send for Task<P> {}
+
+impl<P: SchedProcess> Task<P> {
+    pub(crate) fn new(slot: Arc<Slot<P>>) -> Self {
+        Task(slot, 0)
+    }
+
+    pub(crate) fn requeued(slot: Arc<Slot<P>>, streak: u32) -> Self {
+        Task(slot, streak)
+    }
+}
+
+/// One process: its state, its event queue, its body.
+pub(crate) struct Slot<P: Process + 'static> {
+    pub(crate) pid: Pid,
+    pub(crate) core: Arc<Core<P>>,
+    pub(crate) state: StateCell,
+    /// The event queue, created by the first event (an idle process that
+    /// was never sent anything costs no queue).
+    pub(crate) queue: crate::primitive::once::OnceLock<EventQueue<P::Payload>>,
+    /// The process and what only its owner touches; see the module docs
+    /// for who the owner is.
+    pub(crate) body: UnsafeCell<Body<P>>,
+    /// The worker that last stepped the process (completions go back there).
+    pub(crate) last_worker: AtomicUsize,
+    pub(crate) cancel: CancelToken,
+    pub(crate) cancel_sent: AtomicBool,
+    /// `NOT_FORCED`, or the error the one forcer allowed to try chose
+    /// (with `FORCE_WON` once it won the state cell).
+    pub(crate) forced: AtomicU8,
+    pub(crate) finished: AtomicBool,
+    pub(crate) result: ResultCell<P::Output>,
+    /// Completions made by handlers on the dispatching thread while the
+    /// process is being dispatched. Only the worker that owns the process
+    /// (see the module docs) touches it: a completer pushes here only when
+    /// the thread-local dispatch marker names this slot, which is set on
+    /// that worker's thread for the duration of its `dispatch`.
+    pub(crate) inline: UnsafeCell<Vec<Event<P::Payload>>>,
+}
+
+/// A process's event queue: producers push through `sender`; only the
+/// owner of the process (see the module docs) drains `receiver`.
+pub(crate) struct EventQueue<T> {
+    pub(crate) sender: mpsc::Sender<Event<T>>,
+    pub(crate) receiver: UnsafeCell<mpsc::Receiver<Event<T>>>,
+}
+
+impl<T> EventQueue<T> {
+    pub(crate) fn new() -> Self {
+        let receiver = mpsc::Receiver::new();
+        EventQueue {
+            sender: receiver.sender(),
+            receiver: UnsafeCell::new(receiver),
+        }
+    }
+}
+
+pub(crate) struct Body<P: Process + 'static> {
+    /// `None` once closed.
+    pub(crate) process: Option<P>,
+    pub(crate) batch: Vec<Event<P::Payload>>,
+    pub(crate) out: StepOutput<P::Command, P::Output>,
+    /// How the last step left the process waiting, if it did (`Idle` or
+    /// `Yield`): a run of a waiting process that finds no event parks it
+    /// again instead of stepping it with an empty batch.
+    pub(crate) waiting: Option<Waiting>,
+}
+
+/// How a process waits between steps.
+#[derive(Clone, Copy)]
+pub(crate) enum Waiting {
+    /// `Status::Idle`: for a message (or any event).
+    Idle,
+    /// `Status::Yield`: for completions (or any event).
+    Blocked,
+}
+
+// SAFETY: `Slot` moves between worker threads and is shared with producers.
+// Its fields are atomics, `Sync` channel ends and a mutex-protected result,
+// except `body`, which one thread at a time accesses (the owner as defined
+// in the module docs, established by a CAS on `state` that synchronizes
+// with the previous owner's transition). Everything in the body is `Send`.
+unsafe impl<P> Sync for Slot<P>
+where
+    P: Process + Send,
+    P::Payload: Send,
+    P::Command: Send,
+    P::Output: Send,
+{
+}
+// SAFETY: as above; every field is `Send` when the process and its
+// associated types are (which `SchedProcess` requires).
+unsafe impl<P> Send for Slot<P>
+where
+    P: Process + Send,
+    P::Payload: Send,
+    P::Command: Send,
+    P::Output: Send,
+{
+}
+
+impl<P: Process + 'static> Slot<P> {
+    /// A slot for a process whose `init` succeeded, Ready, not yet routed.
+    pub(crate) fn new(pid: Pid, core: Arc<Core<P>>, process: P, cancel: CancelToken) -> Arc<Self> {
+        Arc::new(Slot {
+            pid,
+            core,
+            state: StateCell::new(),
+            queue: crate::primitive::once::OnceLock::new(),
+            body: UnsafeCell::new(Body {
+                process: Some(process),
+                batch: Vec::new(),
+                out: StepOutput::default(),
+                waiting: None,
+            }),
+            last_worker: AtomicUsize::new(NO_WORKER),
+            cancel,
+            cancel_sent: AtomicBool::new(false),
+            forced: AtomicU8::new(NOT_FORCED),
+            finished: AtomicBool::new(false),
+            result: ResultCell::new(),
+            inline: UnsafeCell::new(Vec::new()),
+        })
+    }
+
+    /// The producers' side of the event queue, created on first use.
+    pub(crate) fn sender(&self) -> &mpsc::Sender<Event<P::Payload>> {
+        &self.queue.get_or_init(EventQueue::new).sender
+    }
+
+    /// Whether the process is Complete.
+    pub(crate) fn state_is_complete(&self) -> bool {
+        self.state.load().is_complete()
+    }
+}
+
+impl<P: SchedProcess> Slot<P> {
+    /// Wakes the process after an event was pushed: the winner queues it.
+    /// Returns `false` if the process is complete: the event will never be
+    /// stepped.
+    pub(crate) fn wake(self: &Arc<Self>) -> bool {
+        match self.state.wake() {
+            Wake::Queue => {
+                self.core.schedule(self.clone());
+                true
+            }
+            Wake::Notified | Wake::AlreadyReady => true,
+            Wake::Complete => false,
+        }
+    }
+
+    /// Sends the shutdown cancel event, once.
+    pub(crate) fn send_cancel(self: &Arc<Self>) {
+        // Relaxed: only the RMW's atomicity matters (one sender); the
+        // event itself is ordered by the queue and the state cell.
+        if self.cancel_sent.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        self.cancel.cancel();
+        if self.sender().push(Event::cancel()).is_ok() {
+            self.wake();
+        }
+    }
+
+    /// Closes the process: `close`, then the event queue (later pushes are
+    /// refused; queued events are dropped).
+    ///
+    /// Never unwinds: a panic in `close`, in the process's `Drop`, or in the
+    /// `Drop` of an event payload or a command is caught here, so the
+    /// caller always goes on to publish the result.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns the body (module docs).
+    pub(crate) unsafe fn close_body(&self) {
+        // SAFETY: the caller owns the body.
+        let body = unsafe { &mut *self.body.get() };
+        let caught = |what: &str, f: &mut dyn FnMut()| {
+            if catch_unwind(AssertUnwindSafe(f)).is_err() {
+                tracing::debug!(pid = %self.pid, "{what} panicked");
+            }
+        };
+        if let Some(mut process) = body.process.take() {
+            caught("close", &mut || process.close());
+            let mut process = Some(process);
+            caught("the process's drop", &mut || drop(process.take()));
+        }
+        // `Vec::clear` empties the vector before dropping the elements, so
+        // after a panicking payload the vector is still sound (and empty).
+        caught("an event's drop", &mut || body.batch.clear());
+        caught("a command's drop", &mut || body.out.reset());
+        // SAFETY: the inline batch belongs to the owner of the body.
+        let inline = unsafe { &mut *self.inline.get() };
+        caught("an event's drop", &mut || inline.clear());
+        if let Some(queue) = self.queue.get() {
+            // SAFETY: the caller owns the process, hence the receiver.
+            let receiver = unsafe { &mut *queue.receiver.get() };
+            receiver.close();
+            receiver.drain_into(&mut body.batch);
+            caught("an event's drop", &mut || body.batch.clear());
+        }
+    }
+
+    /// Publishes the result, once; later calls do nothing.
+    ///
+    /// `worker`: the index of the worker calling, if a worker is calling.
+    pub(crate) fn finish(
+        self: &Arc<Self>,
+        result: Result<P::Output, Error>,
+        worker: Option<usize>,
+    ) {
+        // AcqRel: the winner's writes (the closed body) are published to
+        // any later caller that loses; only one caller proceeds.
+        if self.finished.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let core = &self.core;
+        core.routes.unregister_if_same(self.pid, self);
+        let (line, owned) = core.counter_line(worker);
+        if result.is_ok() {
+            bump(&line.completed, owned);
+        } else {
+            bump(&line.failed, owned);
+        }
+        tracing::debug!(pid = %self.pid, ok = result.is_ok(), "process complete");
+        if let Some(hook) = &core.on_complete {
+            let r = result.as_ref();
+            if catch_unwind(AssertUnwindSafe(|| hook(self.pid, r))).is_err() {
+                tracing::debug!(pid = %self.pid, "completion hook panicked");
+            }
+        }
+        // The place under the limit is free before `join` returns, so a
+        // caller that joined may submit again at once.
+        if core.limited {
+            core.live.fetch_sub(1, Ordering::SeqCst);
+        }
+        self.result.set(result);
+        core.release_unpublished();
+    }
+
+    /// The error a forcer chose, for the party that publishes a forced
+    /// process's result.
+    pub(crate) fn forced_error(&self) -> Error {
+        // Acquire: pairs with the forcer's claim, which precedes its
+        // Release transition to Complete that the caller has seen.
+        match self.forced.load(Ordering::Acquire) & FORCE_KIND {
+            FORCED_CANCELLED => Error::Cancelled,
+            _ => Error::Terminated,
+        }
+    }
+
+    /// Whether a forcer won the state cell: the result is its error,
+    /// whoever publishes it. (A forcer that claimed the slot but found it
+    /// already Complete did not: the step's own result stands.)
+    pub(crate) fn force_won(&self) -> bool {
+        // Acquire: pairs with the winner's Release `fetch_or`.
+        self.forced.load(Ordering::Acquire) & FORCE_WON != 0
+    }
+
+    /// Forces the process to Complete (terminate: `Terminated`; shutdown:
+    /// `Cancelled`). Returns `false` if it had already completed, or
+    /// another forcer got there first.
+    ///
+    /// If no worker was running it, it is closed and its result published
+    /// here; otherwise the worker does both when its step returns.
+    pub(crate) fn force(self: &Arc<Self>, kind: u8) -> bool {
+        // One forcer per process: the winner's error is the one published.
+        // AcqRel: the claim is ordered before our transition below (and
+        // read with Acquire by whoever publishes), and a loser sees it.
+        if self
+            .forced
+            .compare_exchange(NOT_FORCED, kind, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return false;
+        }
+        match self.state.force_complete() {
+            won @ ForceComplete::Won { .. } => {
+                // Release: a publisher that reads the mark also reads the
+                // claimed kind (same word, earlier in its modification order).
+                self.forced.fetch_or(FORCE_WON, Ordering::Release);
+                // The process learns it at once: a step polling its token
+                // stops, and an idle process's token reads cancelled.
+                self.cancel.cancel();
+                if won.must_close() {
+                    // SAFETY: the previous state was not Running and no
+                    // worker can start a Complete process: the body is ours.
+                    unsafe { self.close_body() };
+                    self.finish(Err(self.forced_error()), None);
+                }
+                true
+            }
+            ForceComplete::AlreadyComplete => false,
+        }
+    }
+}
+
+impl<P: SchedProcess> Core<P> {
+    pub(crate) fn pool(&self) -> &Pool<Task<P>> {
+        self.pool.get().expect("the pool is set at build")
+    }
+
+    /// Puts a Ready slot in a run queue. Woken from a worker of this pool
+    /// (a process messaging another, a handler completing on a worker), it
+    /// goes to that worker's local deque, where it runs next and cache-warm
+    /// without waking another thread; woken from any other thread, back to
+    /// the worker that last ran it (affinity), else the global queue.
+    pub(crate) fn schedule(&self, slot: Arc<Slot<P>>) {
+        let pool = self.pool();
+        // Relaxed: a hint; any worker may run the slot.
+        let worker = slot.last_worker.load(Ordering::Relaxed);
+        let task = Task::new(slot);
+        let refused = if worker == NO_WORKER || pool.current_worker().is_some() {
+            pool.submit(task).err()
+        } else {
+            pool.submit_to(worker, task).err()
+        };
+        // A refusal means the pool is shutting down; shutdown force-closes
+        // every live process, so the slot is not stranded.
+        drop(refused);
+    }
+
+    /// Gives back the reservation of a submit that failed.
+    pub(crate) fn release_reservation(&self) {
+        if self.limited {
+            self.live.fetch_sub(1, Ordering::SeqCst);
+        }
+        self.release_unpublished();
+    }
+
+    /// The counter line of `worker` (owned by it), or the shared line.
+    #[inline]
+    pub(crate) fn counter_line(&self, worker: Option<usize>) -> (&Counters, bool) {
+        match worker {
+            Some(w) if w + 1 < self.counters.len() => (&self.counters[w], true),
+            _ => (&self.counters[self.counters.len() - 1], false),
+        }
+    }
+
+    pub(crate) fn release_unpublished(&self) {
+        // Dekker with shutdown, which stores `stopping`, fences, then loads
+        // `unpublished`: we decrement, fence, then load `stopping`. With a
+        // SeqCst fence on each side, either we see `stopping` and notify, or
+        // shutdown's load sees our decrement. (The fence is needed, not just
+        // SeqCst accesses: loom models those as acquire/release, and found
+        // the lost notification without it.)
+        if self.unpublished.fetch_sub(1, Ordering::SeqCst) == 1 {
+            fence(Ordering::SeqCst);
+            if self.stopping.load(Ordering::SeqCst) {
+                let _guard = self.drained.lock().unwrap_or_else(|p| p.into_inner());
+                self.drained_cv.notify_all();
+            }
+        }
+    }
+}
+
+impl<P: SchedProcess> fmt::Debug for Slot<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Slot")
+            .field("pid", &self.pid)
+            .field("state", &self.state.load())
+            .finish_non_exhaustive()
+    }
+}

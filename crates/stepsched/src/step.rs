@@ -1,0 +1,284 @@
+//! What happens in one step: the worker's loop body, command dispatch and
+//! the end of a process.
+//!
+//! # Steps
+//!
+//! A step begins only after a last look at the state cell: once
+//! `terminate` has returned `Ok` no new step starts, and the yields of a
+//! step that was running are not dispatched. Yields are dispatched whatever
+//! status the step set, except `Done`; a step that sets no status ends its
+//! process with an error. A process waiting (`Idle`, `Yield`) is stepped
+//! only with events: a run whose drain finds none — its wakeup flag was
+//! set for an event an earlier step already took — parks it again.
+//!
+//! # Fairness
+//!
+//! A process that returns `Continue` goes to the back of the global queue.
+//! A process woken while it ran (its own inline completions, a message to
+//! itself) is requeued on the worker's local deque, where LIFO order runs
+//! it next — at most [`LOCAL_REQUEUES`] times in a row; then it too goes
+//! to the global queue, so the rest of the deque gets its turn.
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use stepsched_pool::WorkerContext;
+use stepsched_process::{Error, Finish, Park, Process, Start, Status, StepOutput};
+
+use crate::SchedProcess;
+use crate::handler::{Command, Completer, Handler};
+use crate::primitive::sync::Arc;
+use crate::primitive::sync::atomic::Ordering;
+use crate::slot::{Core, Slot, Task, Waiting, bump};
+
+/// How many times in a row a process woken while running is requeued on
+/// its worker's local deque before it goes to the global queue.
+const LOCAL_REQUEUES: u32 = 8;
+
+/// How many times in a row a process whose handlers completed at once is
+/// stepped again without going back to a run queue.
+const INLINE_STEPS: u32 = 16;
+
+/// The handler registry, fixed at build. A few handlers are found by a
+/// linear scan of their names (cheaper than hashing the command's name);
+/// many, through a hash map.
+pub(crate) struct Handlers<P: Process + 'static> {
+    few: Vec<(Box<str>, Arc<dyn Handler<P>>)>,
+    many: HashMap<String, Arc<dyn Handler<P>>>,
+}
+
+/// Up to this many handlers, lookup is a linear scan.
+const LINEAR_HANDLERS: usize = 8;
+
+impl<P: Process + 'static> Handlers<P> {
+    pub(crate) fn new(all: HashMap<String, Arc<dyn Handler<P>>>) -> Self {
+        if all.len() <= LINEAR_HANDLERS {
+            let few = all
+                .into_iter()
+                .map(|(k, v)| (k.into_boxed_str(), v))
+                .collect();
+            Handlers {
+                few,
+                many: HashMap::new(),
+            }
+        } else {
+            Handlers {
+                few: Vec::new(),
+                many: all,
+            }
+        }
+    }
+
+    #[inline]
+    fn get(&self, name: &str) -> Option<&Arc<dyn Handler<P>>> {
+        if self.many.is_empty() {
+            self.few.iter().find(|(n, _)| **n == *name).map(|(_, h)| h)
+        } else {
+            self.many.get(name)
+        }
+    }
+}
+
+impl<P: SchedProcess> Core<P> {
+    /// Steps one process: the worker loop body.
+    ///
+    /// While the process yields and its handlers complete at once (on this
+    /// thread, during dispatch), it is stepped again right here, up to
+    /// [`INLINE_STEPS`] times, without leaving Running: the completions go
+    /// straight into its next batch, with no queue push, no wake and no
+    /// trip through a run queue.
+    pub(crate) fn run(
+        &self,
+        handlers: &Handlers<P>,
+        Task(slot, streak): Task<P>,
+        ctx: &WorkerContext<Task<P>>,
+    ) {
+        match slot.state.try_start() {
+            Start::Started => {}
+            // Force-completed while queued: the forcer closed it.
+            Start::Terminated => return,
+            Start::Invalid(state) => {
+                debug_assert!(false, "a queued process was {state:?}");
+                return;
+            }
+        }
+        let worker = ctx.index();
+        // Relaxed: only a hint for where to send the next completion.
+        slot.last_worker.store(worker, Ordering::Relaxed);
+        let (line, owned) = self.counter_line(Some(worker));
+        let mut inline_budget = INLINE_STEPS;
+        let park = loop {
+            // SAFETY: our `try_start` won: we own the body until our next
+            // transition of `slot.state`, and we drop this borrow before it.
+            let body = unsafe { &mut *slot.body.get() };
+            if let Some(queue) = slot.queue.get() {
+                // SAFETY: we own the process (see above), hence the receiver.
+                unsafe { (*queue.receiver.get()).drain_into(&mut body.batch) };
+            }
+            // A waiting process is stepped only with events: woken for an
+            // event that an earlier step already took (the wakeup flag was
+            // set while that step ran), it waits again, unstepped.
+            if body.batch.is_empty() {
+                match body.waiting {
+                    Some(Waiting::Idle) => break (slot.state.park_idle(), false),
+                    Some(Waiting::Blocked) => break (slot.state.finish_dispatch(), false),
+                    None => {}
+                }
+            }
+            body.waiting = None;
+            body.out.reset();
+            let Some(process) = body.process.as_mut() else {
+                debug_assert!(false, "a started process is not closed");
+                return;
+            };
+            let _span =
+                tracing::trace_span!("step", pid = %slot.pid, events = body.batch.len()).entered();
+            // The last look before a step begins: once `terminate` returned
+            // `Ok` (the cell is Complete), no new step starts. A forcer that
+            // saw Running left `close` and the result to us.
+            if slot.state.load().is_complete() {
+                break (Park::Terminated, false);
+            }
+            bump(&line.steps, owned);
+            let stepped = catch_unwind(AssertUnwindSafe(|| {
+                process.step(body.batch.drain(..), &mut body.out)
+            }));
+            let status = match stepped {
+                Ok(Ok(())) => body.out.take_status(),
+                Ok(Err(e)) => return self.end(&slot, Err(e), worker),
+                Err(panic) => {
+                    return self.end(&slot, Err(Error::Panicked(panic_message(&*panic))), worker);
+                }
+            };
+            let status = match status {
+                // A finished process's yields are not dispatched.
+                Some(Status::Done(output)) => return self.end(&slot, Ok(output), worker),
+                Some(status) => status,
+                None => {
+                    tracing::debug!(pid = %slot.pid, "step set no status");
+                    let e = Error::Failed(format!("process {}: step set no status", slot.pid));
+                    return self.end(&slot, Err(e), worker);
+                }
+            };
+            // Terminated while the step ran: its yields are not dispatched.
+            if slot.state.load().is_complete() {
+                break (Park::Terminated, false);
+            }
+            // Yields are dispatched whatever the status (see `Status`).
+            if !body.out.yields().is_empty() {
+                self.dispatch(handlers, &slot, &mut body.out);
+            }
+            // SAFETY: completions made inline during the dispatch are ours
+            // (we own the process, see `Slot::inline`).
+            let inline = unsafe { &mut *slot.inline.get() };
+            let waiting = match status {
+                // A process that asked to continue goes to the back of the
+                // global queue, so it cannot starve the others here; its
+                // inline completions wait in the batch for its next step.
+                Status::Continue => {
+                    body.batch.append(inline);
+                    break (slot.state.reschedule(), true);
+                }
+                Status::Idle => Waiting::Idle,
+                Status::Yield => Waiting::Blocked,
+                Status::Done(_) => unreachable!("handled above"),
+            };
+            if inline.is_empty() {
+                body.waiting = Some(waiting);
+                break match waiting {
+                    Waiting::Idle => (slot.state.park_idle(), false),
+                    Waiting::Blocked => (slot.state.finish_dispatch(), false),
+                };
+            }
+            body.batch.append(inline);
+            if inline_budget > 0 {
+                inline_budget -= 1;
+                continue;
+            }
+            // Out of budget, with events in hand: back to a run queue (the
+            // batch keeps them for the next run).
+            break (slot.state.reschedule(), false);
+        };
+        // The body is no longer ours unless `park` says so.
+        match park {
+            (Park::Parked, _) => {}
+            (Park::Requeue, true) => ctx.inject(Task::new(slot)),
+            // Woken while running: stay on this worker (cache-warm), but
+            // only a few times in a row, or the LIFO deque would run this
+            // process forever ahead of the rest of the deque.
+            (Park::Requeue, false) if streak < LOCAL_REQUEUES => {
+                ctx.push(Task::requeued(slot, streak + 1));
+            }
+            (Park::Requeue, false) => ctx.inject(Task::new(slot)),
+            (Park::Terminated, _) => {
+                // Force-completed while we ran it: the forcer left `close`
+                // and the result to us.
+                // SAFETY: the forcer saw Running, so the body is still ours.
+                unsafe { slot.close_body() };
+                slot.finish(Err(slot.forced_error()), Some(worker));
+            }
+            (Park::Invalid(state), _) => {
+                debug_assert!(false, "invalid transition from {state:?}");
+            }
+        }
+    }
+
+    /// Ends a process we own (Running) with `result`.
+    fn end(&self, slot: &Arc<Slot<P>>, result: Result<P::Output, Error>, worker: usize) {
+        // Whatever `complete` answers, the body is still ours: Completed
+        // (we won) or Terminated (a forcer saw Running and left `close` and
+        // the result to us).
+        let finish = slot.state.complete();
+        // SAFETY: we owned the body while Running and nobody else takes it
+        // from a Complete state.
+        unsafe { slot.close_body() };
+        match finish {
+            Finish::Completed => slot.finish(result, Some(worker)),
+            // The forcer won: its error is the result, whatever the step
+            // said (the caller of `terminate` was told it succeeded).
+            Finish::Terminated => slot.finish(Err(slot.forced_error()), Some(worker)),
+            Finish::Invalid(state) => debug_assert!(false, "ending a process in {state:?}"),
+        }
+    }
+
+    /// Sends each yield to its handler. Completions made during the
+    /// dispatch, on this thread, land in `slot.inline`.
+    fn dispatch(
+        &self,
+        handlers: &Handlers<P>,
+        slot: &Arc<Slot<P>>,
+        out: &mut StepOutput<P::Command, P::Output>,
+    ) {
+        let _dispatching = crate::handler::Dispatching::enter(Arc::as_ptr(slot) as *const ());
+        for y in out.yields_mut().drain() {
+            // Terminated during the dispatch (by a handler, or another
+            // thread): the yields not yet dispatched never will be.
+            if slot.state.load().is_complete() {
+                break;
+            }
+            let completer = Completer::new(slot.clone(), y.tag);
+            match handlers.get(y.command.name()) {
+                Some(handler) => {
+                    // A panic drops the completer, which completes the tag
+                    // with an error.
+                    let _ = catch_unwind(AssertUnwindSafe(|| handler.handle(y.command, completer)));
+                }
+                None => {
+                    let message = format!("unknown command `{}`", y.command.name());
+                    let _ = completer.complete(Err(Error::Failed(message)));
+                }
+            }
+        }
+    }
+}
+
+pub(crate) fn panic_message(panic: &(dyn Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a process panicked".to_string()
+    }
+}
