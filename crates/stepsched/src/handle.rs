@@ -3,7 +3,7 @@
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use stepsched_process::{CancelToken, Context, Error, Event, Phase};
+use stepsched_process::{CancelToken, Context, Error, Event};
 use stepsched_relay::{Package, Pid, Receiver};
 
 use crate::SchedProcess;
@@ -12,7 +12,6 @@ use crate::join::JoinHandle;
 use crate::primitive::sync::Arc;
 use crate::primitive::sync::atomic::{Ordering, fence};
 use crate::slot::{Core, FORCED_CANCELLED, FORCED_TERMINATED, Slot, Task};
-use crate::stats::Stats;
 use crate::step::panic_message;
 
 /// A cloneable handle to a scheduler, for use anywhere — in handlers, in
@@ -198,60 +197,6 @@ impl<P: SchedProcess> Handle<P> {
     /// Whether a live process has `pid`.
     pub fn contains(&self, pid: Pid) -> bool {
         self.core.routes.contains(pid)
-    }
-
-    /// A snapshot of the scheduler's counters.
-    pub fn stats(&self) -> Stats {
-        let core = &self.core;
-        let mut by_phase = [0usize; 5];
-        for (_, slot) in core.routes.snapshot() {
-            let i = match slot.state.load().phase() {
-                Phase::Ready => 0,
-                Phase::Running => 1,
-                Phase::Blocked => 2,
-                Phase::Idle => 3,
-                Phase::Complete => 4,
-            };
-            by_phase[i] += 1;
-        }
-        Stats {
-            workers: core.pool().stats(),
-            ready: by_phase[0],
-            running: by_phase[1],
-            blocked: by_phase[2],
-            idle: by_phase[3],
-            // Relaxed: a snapshot of independent counters.
-            live: if core.limited {
-                core.live.load(Ordering::Relaxed)
-            } else {
-                // Without a limit `live` is not kept: derive it. The
-                // counters are bumped before a result is stored, so a
-                // process whose `join` returned is not counted.
-                let submitted = core.submitted.load(Ordering::Relaxed);
-                let ended: u64 = core
-                    .counters
-                    .iter()
-                    .map(|c| c.completed.load(Ordering::Relaxed) + c.failed.load(Ordering::Relaxed))
-                    .sum();
-                submitted.saturating_sub(ended) as usize
-            },
-            submitted: core.submitted.load(Ordering::Relaxed),
-            completed: core
-                .counters
-                .iter()
-                .map(|c| c.completed.load(Ordering::Relaxed))
-                .sum(),
-            failed: core
-                .counters
-                .iter()
-                .map(|c| c.failed.load(Ordering::Relaxed))
-                .sum(),
-            steps: core
-                .counters
-                .iter()
-                .map(|c| c.steps.load(Ordering::Relaxed))
-                .sum(),
-        }
     }
 }
 
