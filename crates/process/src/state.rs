@@ -79,6 +79,13 @@
 //!   event.
 //! * Complete — the process takes no more events.
 //!
+//! The queue itself need not order anything: a push that ends with a
+//! Release store and a drain that reads with Acquire loads (as
+//! `stepsched-mpsc` does) suffice, because the push comes before the
+//! producer's Release `wake` and the drain after the owner's Acquire
+//! `try_start` (or, for a flag, after the `try_start` of the run that
+//! `Requeue` starts, which reads a value of the wake's release sequence).
+//!
 //! *No stale flag.* `try_start` starts with the flag clear: the drain that
 //! follows every successful `try_start` already sees every event whose wake
 //! came before it, so a flag from before the start would only re-step the
@@ -87,7 +94,8 @@
 //! # The protocol a scheduler follows
 //!
 //! ```text
-//! producer (handler completing a yield, sender of a message):
+//! producer (handler completing a yield, sender of a message, and the
+//! worker itself when it pushes an event for the process it runs):
 //!     push the event into the process's event queue
 //!     if state.wake() == Queue { put the process in a run queue }
 //!
@@ -106,22 +114,21 @@
 //!     match park {
 //!         Requeue    => put the process in a run queue,
 //!         Terminated => close; report Terminated,
-//!         Parked     => // the process is no longer ours: only the queue and the cell
-//!             if event_queue.has_events() && state.wake() == Queue {
-//!                 put the process in a run queue
-//!             }
+//!         Parked     => {}   // the process, and its queue's consumer side, are no longer ours
 //!     }
 //! ```
 //!
-//! The re-check after `Parked` is required. It is what delivers events that
-//! were pushed *without* a `wake` — those the worker pushes itself while it
-//! owns the process (a handler that completes a yield inline during dispatch,
-//! a process sending to itself), which need no atomic traffic while the
-//! process is Running. It costs one look at the queue, and it cannot
-//! duplicate: the worker goes through `wake` like any producer, so when a
-//! concurrent producer also wakes, exactly one of them sees Blocked/Idle and
-//! wins `Queue`; the other sees Ready and does nothing (or, if a worker has
-//! already started the process, sets the flag: one extra run, no loss).
+//! Every push is followed by a `wake`, the worker's own included (a
+//! process sending to itself): while Running that wake only sets the flag,
+//! and the park answers `Requeue`. A worker that wants to spare that RMW
+//! must keep such events out of the queue (a scheduler can hand completions
+//! made inline during dispatch to the next step directly, without the queue
+//! or a wake), or look at the queue *before* it leaves Running and
+//! reschedule instead of parking. It may not look *after* `Parked`: by then
+//! a waker may have queued the process and another worker be draining the
+//! queue, and a look at the queue is a read of the consumer's side
+//! (`Receiver::has_events` reads the consumer's position, which the drain
+//! moves), a data race.
 //!
 //! A worker that drained an *empty* batch after a wake (the event it was
 //! woken for was already taken by an earlier run) may park again instead of
@@ -147,16 +154,27 @@
 //!
 //! # Memory ordering
 //!
-//! Every write is `compare_exchange_weak(AcqRel, Acquire)`. Release makes
+//! Every write is `compare_exchange_weak(AcqRel, Acquire)`; each transition
+//! names its success ordering and says which half it needs. Release makes
 //! what the caller did before the transition (the events a waker pushed, the
 //! process state a worker left behind) visible to whoever performs a later
 //! transition; Acquire makes the new owner see them. Because the word is only
 //! written by read-modify-writes, release sequences chain through every
 //! transition, which is what the argument above relies on. Loads that end a
 //! call without a write are Acquire, so a caller that sees Complete also
-//! sees what the completing worker published. The loom models in
-//! `src/state/loom_tests.rs` check the races above, each with a control
-//! variant that breaks the protocol and is caught.
+//! sees what the completing worker published, and a worker told `Terminated`
+//! sees what the forcer did first.
+//!
+//! The loom models in `src/state/loom_tests.rs` check the races above, each
+//! with a control variant that breaks the protocol and is caught. Their
+//! event queue synchronizes as `stepsched-mpsc` does and lends the cell no
+//! ordering, and the process body, the events and what a forcer or a
+//! completing worker publishes are loom cells, so that every ordering the
+//! argument needs is needed by a model: weakening any one of them to Relaxed
+//! makes a model fail (`xtask/mutants/process.txt`). The halves a transition
+//! does not need (Release for `try_start`; Acquire for the parks,
+//! `reschedule`, `complete` and `wake`) are kept so that every write is
+//! AcqRel and the contract stays one sentence; no model needs them.
 
 use std::fmt;
 
@@ -364,9 +382,9 @@ pub enum Start {
 #[must_use = "a requeued process must be put in a run queue"]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Park {
-    /// Running → Blocked/Idle. The caller no longer owns the process; it
-    /// must re-check the event queue and [`wake`](StateCell::wake) the
-    /// process if it is not empty.
+    /// Running → Blocked/Idle. The caller no longer owns the process, nor
+    /// the consumer side of its event queue: a waker may already have
+    /// queued it and another worker be draining it.
     Parked,
     /// → Ready: the caller must put the process in a run queue (the wakeup
     /// flag was set, or the caller asked to reschedule).
@@ -544,9 +562,10 @@ impl StateCell {
     /// assert!(matches!(cell.try_start(), Start::Invalid(s) if s.is_running()));
     /// ```
     pub fn try_start(&self) -> Start {
-        // AcqRel. Acquire: the new owner sees the body its last owner left
+        // Acquire (needed): the new owner sees the body its last owner left
         // and every event whose wake came before this start (a wake that
-        // found Ready synchronizes with nothing else). Release: as every write.
+        // found Ready synchronizes with nothing else). Release: not needed
+        // (nobody acts on Running), kept so every write is AcqRel.
         self.transition(Ordering::AcqRel, |s| match s.0 & PHASE_MASK {
             READY => (Some(State::of(RUNNING)), Start::Started),
             COMPLETE => (None, Start::Terminated),
@@ -567,9 +586,10 @@ impl StateCell {
     /// assert!(cell.load().is_idle());
     /// ```
     pub fn park_idle(&self) -> Park {
-        // AcqRel. Release: whoever next owns the process (a waker's run, or
+        // Release (needed): whoever next owns the process (a waker's run, or
         // a forcer that finds it Idle) sees the body this step left.
-        // Acquire: on Requeue, this worker runs it again at once.
+        // Acquire: not needed (on Requeue the next `try_start` acquires the
+        // waker's release sequence), kept so every write is AcqRel.
         self.park(IDLE, Ordering::AcqRel)
     }
 
@@ -587,9 +607,10 @@ impl StateCell {
     /// assert!(cell.load().is_ready());
     /// ```
     pub fn park_blocked(&self) -> Park {
-        // AcqRel. Release: whoever next owns the process (a completer's run,
-        // or a forcer that finds it Blocked) sees the body this step left.
-        // Acquire: on Requeue, this worker runs it again at once.
+        // Release (needed): whoever next owns the process (a completer's
+        // run, or a forcer that finds it Blocked) sees the body this step
+        // left. Acquire: not needed (on Requeue the next `try_start`
+        // acquires the completer's release sequence), kept: all AcqRel.
         self.park(BLOCKED, Ordering::AcqRel)
     }
 
@@ -623,9 +644,9 @@ impl StateCell {
     /// assert!(cell.load().is_ready());
     /// ```
     pub fn reschedule(&self) -> Park {
-        // AcqRel. Release: a forcer that finds the process Ready owns it and
-        // sees the body this step left (the run queue publishes it to the
-        // next worker). Acquire: as every write.
+        // Release (needed): a forcer that finds the process Ready owns it
+        // and sees the body this step left (the run queue publishes it to
+        // the next worker). Acquire: not needed, kept so all are AcqRel.
         self.transition(Ordering::AcqRel, |s| match s.0 & PHASE_MASK {
             RUNNING => (Some(State::of(READY)), Park::Requeue),
             COMPLETE => (None, Park::Terminated),
@@ -655,9 +676,9 @@ impl StateCell {
     /// assert!(cell.load().is_complete());
     /// ```
     pub fn complete(&self) -> Finish {
-        // AcqRel. Release: a caller that sees Complete (`load`, `wake`,
-        // `force_complete`) sees what the worker did before. Acquire: as
-        // every write.
+        // Release (needed): a caller that sees Complete (`load`, `wake`,
+        // `force_complete`) sees what the worker did before. Acquire: not
+        // needed (the worker owns the body already), kept: all AcqRel.
         self.transition(Ordering::AcqRel, |s| match s.0 & PHASE_MASK {
             RUNNING => (Some(State::of(COMPLETE)), Finish::Completed),
             COMPLETE => (None, Finish::Terminated),
@@ -681,10 +702,10 @@ impl StateCell {
     /// assert_eq!(cell.try_start(), Start::Terminated);
     /// ```
     pub fn force_complete(&self) -> ForceComplete {
-        // AcqRel. Acquire: a forcer that finds the process parked or queued
-        // owns it and sees the body its last owner left. Release: a worker
-        // that then finds Complete sees what the forcer did before (its
-        // reason for the termination).
+        // AcqRel (both needed). Acquire: a forcer that finds the process
+        // parked or queued owns it and sees the body its last owner left.
+        // Release: a worker that then finds Complete sees what the forcer
+        // did before (its reason for the termination).
         self.transition(Ordering::AcqRel, |s| match s.0 & PHASE_MASK {
             COMPLETE => (None, ForceComplete::AlreadyComplete),
             _ => (
@@ -715,9 +736,9 @@ impl StateCell {
     /// ```
     #[doc(alias = "notify_while_running")]
     pub fn wake(&self) -> Wake {
-        // AcqRel. Release: the worker whose start (or whose transition out
-        // of Running) reads this write or a later one sees the event pushed
-        // before it. Acquire: as every write.
+        // Release (needed): the worker whose `try_start` reads this write or
+        // a later one sees the event pushed before it. Acquire: not needed
+        // (a waker reads nothing the cell publishes), kept: all AcqRel.
         self.transition(Ordering::AcqRel, |s| match s.0 & PHASE_MASK {
             BLOCKED | IDLE => (Some(State::of(READY)), Wake::Queue),
             RUNNING => (Some(State(s.0 | NOTIFIED)), Wake::Notified),

@@ -44,7 +44,8 @@
 //! `complete`. Control variants break the protocol on purpose (a
 //! load-then-store where a CAS belongs, a CAS whose failure is taken as
 //! success, a wake that skips its write, an own push without wake, a
-//! re-check of the queue after parking) and expect the matching failure.
+//! re-check of the queue after parking, a flag kept across `try_start`) and
+//! expect the matching failure.
 //! The orderings are checked by weakening them (`xtask/mutants/process.txt`).
 
 mod queue;
@@ -133,7 +134,7 @@ impl World {
 
     /// A worker pops the process from a run queue and runs it.
     fn run(&self, p: Protocol) {
-        match self.cell.try_start() {
+        match (p.try_start)(&self.cell) {
             Start::Started => {
                 self.step(true);
                 self.leave(self.then, p);
@@ -250,6 +251,7 @@ impl World {
 /// The transitions a model uses; the controls swap in broken ones.
 #[derive(Clone, Copy)]
 struct Protocol {
+    try_start: fn(&StateCell) -> Start,
     wake: fn(&StateCell) -> Wake,
     park_idle: fn(&StateCell) -> Park,
     finish_dispatch: fn(&StateCell) -> Park,
@@ -261,6 +263,7 @@ struct Protocol {
 }
 
 const CORRECT: Protocol = Protocol {
+    try_start: StateCell::try_start,
     wake: StateCell::wake,
     park_idle: StateCell::park_idle,
     finish_dispatch: StateCell::finish_dispatch,
@@ -351,6 +354,38 @@ fn wake_without_write_when_ready(cell: &StateCell) -> Wake {
     cell.wake()
 }
 
+/// `wake` that sets the flag on a Ready process too ("events arrived since
+/// the last drain"), for the stale-flag control.
+fn wake_flagging_ready(cell: &StateCell) -> Wake {
+    // AcqRel: as in the real transition.
+    match cell
+        .word
+        .compare_exchange(READY, READY | NOTIFIED, Ordering::AcqRel, Ordering::Acquire)
+    {
+        Ok(_) => Wake::AlreadyReady,
+        Err(_) => cell.wake(),
+    }
+}
+
+/// `try_start` that keeps a flag set before the start.
+fn try_start_keeping_the_flag(cell: &StateCell) -> Start {
+    loop {
+        let s = cell.load();
+        if !s.is_ready() {
+            return cell.try_start();
+        }
+        let next = RUNNING | (s.0 & NOTIFIED);
+        // AcqRel/Acquire: as in the real transition.
+        if cell
+            .word
+            .compare_exchange(s.0, next, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            return Start::Started;
+        }
+    }
+}
+
 /// `force_complete` as load-then-store: it can overwrite a park and leave
 /// the close to nobody.
 fn force_complete_load_store(cell: &StateCell) -> ForceComplete {
@@ -390,13 +425,15 @@ const DATA_RACE: &str = "Causality violation";
 /// never overlap.
 fn completion_races_finish_dispatch(p: Protocol, completers: usize) {
     let w = World::in_state(State::of(RUNNING), Status::Yield);
-    w.step(false);
     let handles: Vec<_> = (0..completers)
         .map(|id| {
             let w = Arc::clone(&w);
             thread::spawn(move || w.produce(id, p))
         })
         .collect();
+    // The dispatch goes on after the first yield is handed out: the worker
+    // still writes the body (the step's output) before `finish_dispatch`.
+    w.step(false);
     w.after_park((p.finish_dispatch)(&w.cell), p);
     for h in handles {
         h.join().unwrap();
@@ -590,6 +627,18 @@ fn control_wake_skipping_the_write_when_ready_is_caught() {
         ..CORRECT
     };
     expect_caught(&["stranded"], move || message_races_start(p));
+}
+
+/// A flag set before the start survives it: the run drains the event, and
+/// the park then requeues the process for a run with an empty batch.
+#[test]
+fn control_stale_flag_is_caught() {
+    let p = Protocol {
+        try_start: try_start_keeping_the_flag,
+        wake: wake_flagging_ready,
+        ..CORRECT
+    };
+    expect_caught(&["stale flag"], move || message_races_start(p));
 }
 
 // ---- model 5: force_complete racing the worker --------------------------------
