@@ -31,6 +31,32 @@ pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
 /// let e = Error::from_source(io);
 /// assert!(std::error::Error::source(&e).is_some());
 /// ```
+///
+/// # Equality
+///
+/// Errors compare equal when they have the same variant and the same
+/// message, so results can be compared in tests:
+///
+/// ```
+/// use stepsched_process::Error;
+///
+/// let result: Result<u32, Error> = Err(Error::Terminated);
+/// assert_eq!(result, Err(Error::Terminated));
+/// assert_ne!(Error::failed("a"), Error::failed("b"));
+/// ```
+///
+/// An [`Error::Source`] is never equal to any error, itself included: a
+/// boxed error has no equality of its own (and comparing the boxes'
+/// addresses would make two zero-sized errors equal). Match on it, or
+/// downcast its [`source`](StdError::source), instead:
+///
+/// ```
+/// use stepsched_process::Error;
+///
+/// let e = Error::from_source(std::io::Error::other("reset"));
+/// assert_ne!(e, e);
+/// assert!(matches!(e, Error::Source(ref s) if s.is::<std::io::Error>()));
+/// ```
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
@@ -42,11 +68,13 @@ pub enum Error {
     /// The process, a handler or a runtime failed with an error value of its
     /// own, kept as this error's [`source`](StdError::source).
     Source(BoxError),
-    /// The process stopped because it was asked to (a cancel event, for
-    /// example at shutdown).
+    /// The process stopped because it was asked to: it returned this on a
+    /// cancel event or a cancelled token (for example at shutdown), or a
+    /// scheduler forced it to complete when a shutdown deadline passed.
     Cancelled,
-    /// The process was forced to complete before it finished (terminate, or
-    /// a shutdown deadline that passed).
+    /// The process was terminated: a scheduler's `terminate` forced it to
+    /// complete before it finished. (A process forced at a shutdown
+    /// deadline ends with [`Error::Cancelled`], not this.)
     Terminated,
     /// A call into the process panicked; the message is the panic payload
     /// when it was a string.
@@ -113,6 +141,56 @@ impl Error {
     pub fn is_stopped(&self) -> bool {
         matches!(self, Self::Cancelled | Self::Terminated)
     }
+
+    /// Whether this is [`Error::Cancelled`].
+    ///
+    /// ```
+    /// use stepsched_process::Error;
+    ///
+    /// assert!(Error::Cancelled.is_cancelled());
+    /// assert!(!Error::Terminated.is_cancelled());
+    /// ```
+    pub fn is_cancelled(&self) -> bool {
+        matches!(self, Self::Cancelled)
+    }
+
+    /// Whether this is [`Error::Terminated`].
+    ///
+    /// ```
+    /// use stepsched_process::Error;
+    ///
+    /// assert!(Error::Terminated.is_terminated());
+    /// assert!(!Error::Cancelled.is_terminated());
+    /// ```
+    pub fn is_terminated(&self) -> bool {
+        matches!(self, Self::Terminated)
+    }
+
+    /// Whether this is [`Error::Panicked`], whatever the message.
+    ///
+    /// ```
+    /// use stepsched_process::Error;
+    ///
+    /// assert!(Error::Panicked("boom".into()).is_panicked());
+    /// assert!(!Error::failed("boom").is_panicked());
+    /// ```
+    pub fn is_panicked(&self) -> bool {
+        matches!(self, Self::Panicked(_))
+    }
+}
+
+/// Same variant and same message; an [`Error::Source`] is equal to nothing
+/// (see [`Error`]'s "Equality").
+impl PartialEq for Error {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::UnknownMethod(a), Self::UnknownMethod(b))
+            | (Self::Failed(a), Self::Failed(b))
+            | (Self::Panicked(a), Self::Panicked(b)) => a == b,
+            (Self::Cancelled, Self::Cancelled) | (Self::Terminated, Self::Terminated) => true,
+            _ => false,
+        }
+    }
 }
 
 impl fmt::Display for Error {
@@ -174,6 +252,58 @@ mod tests {
         assert_eq!(
             e.source().map(ToString::to_string).as_deref(),
             Some("inner")
+        );
+    }
+
+    #[test]
+    #[allow(clippy::eq_op)] // `a != a` is the point
+    fn equality_compares_variant_and_message_never_sources() {
+        assert_eq!(Error::Cancelled, Error::Cancelled);
+        assert_eq!(Error::Terminated, Error::Terminated);
+        assert_ne!(Error::Cancelled, Error::Terminated);
+        assert_eq!(Error::failed("x"), Error::failed("x"));
+        assert_ne!(Error::failed("x"), Error::failed("y"));
+        assert_ne!(Error::failed("x"), Error::Panicked("x".into()));
+        assert_eq!(Error::Panicked("p".into()), Error::Panicked("p".into()));
+        assert_eq!(
+            Error::UnknownMethod("m".into()),
+            Error::UnknownMethod("m".into())
+        );
+        assert_ne!(Error::UnknownMethod("m".into()), Error::failed("m"));
+        // Zero-sized sources share an address: still not equal.
+        #[derive(Debug)]
+        struct Zst;
+        impl fmt::Display for Zst {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("zst")
+            }
+        }
+        impl StdError for Zst {}
+        let a = Error::from_source(Zst);
+        assert_ne!(a, Error::from_source(Zst));
+        assert_ne!(a, a);
+    }
+
+    #[test]
+    fn is_helpers_name_one_variant_each() {
+        let all = [
+            Error::Cancelled,
+            Error::Terminated,
+            Error::Panicked("p".into()),
+            Error::failed("f"),
+        ];
+        let flags: Vec<_> = all
+            .iter()
+            .map(|e| (e.is_cancelled(), e.is_terminated(), e.is_panicked()))
+            .collect();
+        assert_eq!(
+            flags,
+            [
+                (true, false, false),
+                (false, true, false),
+                (false, false, true),
+                (false, false, false)
+            ]
         );
     }
 
