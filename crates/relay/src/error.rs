@@ -7,13 +7,17 @@ use crate::{Package, Pid};
 /// Why a [`Receiver`](crate::Receiver) refused a [`Package`]; the package is
 /// handed back untouched in either case.
 ///
-/// The two causes call for different reactions: an unknown PID is usually a
-/// process that already finished (drop the message, or report it to the
-/// sender), a closed target is one that is shutting down (the route may
-/// vanish soon; retrying rarely helps).
+/// This is the one send error of the stack: the `stepsched` scheduler's
+/// `Handle::send` returns it too (re-exported as `stepsched::SendError`).
+/// The two causes call for different reactions: an unknown PID names no
+/// recipient this receiver knows of (a mistake, or one it keeps no record
+/// of), a closed recipient existed and takes no more messages (it finished
+/// or is shutting down; retrying does not help). Each receiver documents
+/// which PIDs it answers `Closed` for.
 ///
 /// `Debug` prints the envelope but not the payload, so `SendError<M>`
-/// implements [`std::error::Error`] for every `M`.
+/// implements [`std::error::Error`] for every `M`. Errors compare equal
+/// (`PartialEq`) when the cause and the whole package are equal.
 ///
 /// # Examples
 ///
@@ -24,15 +28,18 @@ use crate::{Package, Pid};
 /// let err = router.send(Package::new(Pid::new(0, 7), "ping", "hi")).unwrap_err();
 /// assert!(err.is_unknown_pid());
 /// assert_eq!(err.to_string(), "unknown pid <0.7>");
+/// assert_eq!(err, SendError::UnknownPid(Package::new(Pid::new(0, 7), "ping", "hi")));
 /// match err {
 ///     SendError::UnknownPid(package) => assert_eq!(package.payload, "hi"),
 ///     SendError::Closed(_) => unreachable!(),
 /// }
 /// ```
+#[derive(PartialEq, Eq)]
 pub enum SendError<M> {
-    /// No route exists for the recipient's PID.
+    /// The receiver knows no recipient with this PID.
     UnknownPid(Package<M>),
-    /// The recipient exists but no longer accepts messages.
+    /// The recipient existed but no longer accepts messages: it finished,
+    /// or it is closing.
     Closed(Package<M>),
 }
 
@@ -69,6 +76,21 @@ impl<M> SendError<M> {
         match self {
             Self::UnknownPid(p) | Self::Closed(p) => p,
         }
+    }
+
+    /// Takes the refused payload back (the package without its envelope).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use stepsched_relay::{Package, Pid, SendError};
+    ///
+    /// let err = SendError::Closed(Package::new(Pid::new(0, 1), "t", 5));
+    /// assert_eq!(err.into_payload(), 5);
+    /// ```
+    #[must_use]
+    pub fn into_payload(self) -> M {
+        self.into_package().payload
     }
 
     /// The PID the package was addressed to.
@@ -249,7 +271,15 @@ mod tests {
         assert_eq!(unknown.pid(), Pid::new(0, 4));
         assert_eq!(closed.package().payload.0, 2);
         assert_eq!(unknown.into_package().payload.0, 1);
-        assert_eq!(closed.into_package().payload.0, 2);
+        assert_eq!(closed.into_payload().0, 2);
+    }
+
+    #[test]
+    fn send_errors_are_equal_only_with_the_same_cause_and_package() {
+        let p = |n: u8| Package::new(Pid::new(0, 4), "topic", n);
+        assert_eq!(SendError::Closed(p(1)), SendError::Closed(p(1)));
+        assert_ne!(SendError::Closed(p(1)), SendError::UnknownPid(p(1)));
+        assert_ne!(SendError::Closed(p(1)), SendError::Closed(p(2)));
     }
 
     #[test]
