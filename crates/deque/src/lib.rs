@@ -1,5 +1,5 @@
 //! A Chase-Lev work-stealing deque whose steal-half claims a whole batch
-//! with one CAS, soundly.
+//! at once, soundly.
 //!
 //! The owner of the deque holds a [`Worker`] and pushes and pops at the
 //! *bottom* (LIFO, no lock). Any number of thieves hold [`Stealer`]s and take
@@ -35,7 +35,7 @@
 //! the owner pushes and pops), with memory orderings chosen after Lê, Pop,
 //! Cohen and Zappa Nardelli ("Correct and Efficient Work-Stealing for Weak
 //! Memory Models", PPoPP 2013). It departs from the classic protocol in one
-//! place, to make a one-CAS *steal-half* sound.
+//! place, to make a *steal-half* that claims its batch at once sound.
 //!
 //! ## Why the classic protocol cannot steal half
 //!
@@ -51,49 +51,113 @@
 //!
 //! ## One word that every pop changes
 //!
-//! Here the owner's *pop count*, `top` and a third field, `in_flight`, live
-//! in a single 64-bit atomic word (see [`Head`](self)); the owner's *push
+//! Here the owner's *pop count*, `top` and a third field, `flight`, live in
+//! a single 64-bit atomic word (see [`Head`](self)); the owner's *push
 //! count* lives in a second atomic that only the owner writes, and
 //! `bottom = pushes - pops`.
 //!
 //! * `push` writes the slot, then stores `pushes + 1` (Release): a plain
 //!   store, as in the classic deque;
 //! * `pop` increments `pops` in the word with a CAS (Release);
-//! * a thief loads the word (Acquire), then `pushes` (Acquire), computes
-//!   `bottom`, and claims `n` items by a CAS of the word that moves `top` to
-//!   `top + n`.
+//! * a thief loads the word (Acquire) and `pushes`; if the deque holds
+//!   items and no other thief is claiming (`flight == 0`), it takes the
+//!   *claim reservation* with a CAS of the word that sets `flight` to
+//!   `RESERVED` (Acquire). Holding it, it loads `pushes` again (Acquire),
+//!   computes `bottom`, and claims `n` items with a second CAS that expects
+//!   the reserved word and moves `top` to `top + n`, `flight` to `n`. If
+//!   that CAS fails, the thief clears `flight` (`fetch_and`) and returns
+//!   [`Steal::Retry`].
 //!
-//! Because the thief's CAS compares the pop count too, any pop since the
-//! thief's read makes it fail; pushes since then only mean the thief saw a
-//! smaller `bottom` than the real one. So every successful claim lies inside
-//! `[top, bottom)` as it was when the claim took effect, and the items a
-//! concurrent pop takes are never inside a claimed batch. The cost is that
-//! `pop` is one CAS where the classic pop pays a SeqCst fence (and a CAS
-//! only for the last item); `benches/` measures it against crossbeam-deque
-//! and st3. The Release CAS of `pop` paired with the thief's Acquire load
-//! makes the thief's later `pushes` load see every push before that pop, so
-//! a computed `bottom` is never below `top`.
+//! While a thief holds the reservation, every other thief sees
+//! `flight != 0` and backs off, so only the owner's pops change the word.
+//! The claiming CAS therefore succeeds only if the owner did not pop since
+//! the reservation (the next section shows the pop count cannot come round
+//! under it); pushes since then only mean the thief saw a smaller `bottom`
+//! than the real one. So every successful claim lies inside `[top, bottom)`
+//! as it was when the claim took effect, and the items a concurrent pop
+//! takes are never inside a claimed batch.
+//!
+//! The Release CAS of `pop` paired with the thief's Acquire of the word
+//! makes its later `pushes` loads see every push before that pop; a thief's
+//! Release when it ends a claim passes on the pushes it saw to the next
+//! thief's Acquire (the owner's pop CASes in between continue that release
+//! sequence). So the `bottom` a thief computes is never below `top`, and an
+//! item pushed before a steal that stays in the deque is always seen:
+//! `steal` reports [`Steal::Empty`] only when no such item exists.
+//!
+//! The cost is that `pop` is one CAS where the classic pop pays a SeqCst
+//! fence (and a CAS only for the last item), and a steal is two CASes and a
+//! `fetch_sub`; `benches/` measures them against crossbeam-deque and st3.
+//!
+//! ## The pop count's period
+//!
+//! `pops` is a 28-bit counter, so on its own the word repeats: had the
+//! owner popped exactly 2<sup>28</sup> times (pushing in between) while a
+//! thief stalled between its snapshot and its claiming CAS, the word would
+//! be bit-identical again, the CAS would succeed, and the batch, sized for
+//! items since popped, would hand some out twice. Two rules rule this out,
+//! however long any thread stalls:
+//!
+//! 1. The claim is computed only from what the thief read *under the
+//!    reservation*: the reservation CAS replaced exactly the word it
+//!    compares, and `pushes` is loaded after it. The reservation CAS itself
+//!    may succeed on a word that came round again; that is harmless, since
+//!    it claims nothing.
+//! 2. A pop that brings the pop count to zero and finds `flight == RESERVED`
+//!    stores `flight = STALE` instead. Only the reserving thief leaves
+//!    `RESERVED` or `STALE` (by its claiming CAS, or by clearing `flight`):
+//!    other thieves' CASes expect `flight == 0`, and pops copy `flight`
+//!    unchanged except by this rule.
+//!
+//! Suppose the claiming CAS succeeds, and the owner popped `k` times since
+//! the reservation, which it took with pop count `p`. Only those pops wrote
+//! the word in between, so the CAS found pop count `p + k mod 2^28`, which
+//! equals `p` only if `k` is 0 or at least 2<sup>28</sup>. But any
+//! 2<sup>28</sup> consecutive pops include one that brings the count to
+//! zero; that pop turned the reservation `STALE`, which nobody but the
+//! stalled thief could undo, and the CAS, which expects `RESERVED`, would
+//! have failed. So `k = 0`: no pop between the reservation and the claim,
+//! and the claim fits under the real `bottom`. The owner pays a compare of
+//! its new pop count with zero (a branch taken once every 2<sup>28</sup>
+//! pops); `push` pays nothing. A thief whose reservation went stale just
+//! returns `Retry`.
 //!
 //! ## Claim, then copy
 //!
 //! A thief never reads a slot it has not claimed: there is no speculative
 //! read racing the owner's writes (crossbeam-deque reads the slot first and
 //! discards the copy if its CAS fails, a data race that the Rust memory model
-//! does not allow). The claiming CAS sets `in_flight = n`; the thief then
-//! copies the `n` claimed slots out and releases them with
-//! `fetch_sub(n)`. While `in_flight` is non-zero:
+//! does not allow). The claiming CAS sets `flight = n`; the thief then
+//! copies the `n` claimed slots out and releases them with `fetch_sub(n)`
+//! (Release). While `flight` is non-zero:
 //!
-//! * the owner counts the claimed slots `[top - in_flight, top)` as occupied,
-//!   so `push` never overwrites a slot a thief is still reading (it grows the
-//!   buffer instead);
-//! * other thieves get [`Steal::Retry`]: one batch is copied out of a given
-//!   deque at a time, which keeps the claimed range a single interval that
-//!   one counter describes. The copy is at most
+//! * the owner counts the claimed slots `[top - n, top)` as occupied, so
+//!   `push` never overwrites a slot a thief is still reading (it grows the
+//!   buffer instead), and its Acquire load of the word, once it reads the
+//!   release, orders the thief's reads before its writes;
+//! * other thieves get [`Steal::Retry`]: one batch is claimed and copied out
+//!   of a given deque at a time, which keeps the claimed range a single
+//!   interval that one counter describes. The copy is at most
 //!   [`DEFAULT_STEAL_LIMIT`] moves (or the limit the caller chose), with no
 //!   allocation unless the thief's own deque must grow.
 //!
 //! Because slots are read only after the claim, a thief always copies the
 //! items that are there when its claim takes effect, never a stale read.
+//!
+//! ## Lengths
+//!
+//! [`Stealer::len`] loads the word, then `pushes` (Acquire), then the word
+//! again, and retries if the pop count changed. A pop before the push that
+//! stored the value read would be seen by the second load, so `pushes` was
+//! stored while the pop count was the one read: `pushes - pops` is a
+//! `bottom` the deque really had, and no later than the second load. With
+//! `top` from the second load, the length is at most the real length at
+//! that load and counts every item that stays in the deque throughout the
+//! call. A claim may have moved `top` past that `bottom` (its thief saw
+//! later pushes): that counts as 0. These bounds hold while fewer than
+//! 2<sup>28</sup> pops and 2<sup>27</sup> pushes happen during the call.
+//! [`Worker::len`] reads the word once with the owner's exact counts: it is
+//! exact unless a thief is claiming, and never below the current length.
 //!
 //! ## Growth and reclamation
 //!
@@ -111,18 +175,27 @@
 //! ## Limits
 //!
 //! Indices and counts are 28-bit counters that wrap, so the capacity is at most
-//! 2<sup>27</sup> items; `push` panics beyond it. A batch is at most 255
-//! items.
+//! 2<sup>27</sup> items; `push` panics beyond it. A batch is at most 253
+//! items (the two highest values of the 8-bit `flight` field are `STALE`
+//! and `RESERVED`).
 //!
 //! ## Model checking
 //!
 //! Built with `RUSTFLAGS="--cfg stepsched_loom"`, the crate swaps its atomics
 //! and cells for [loom](https://docs.rs/loom)'s, and `src/loom_tests.rs`
 //! explores every interleaving of pop racing steal for the last item,
-//! steal-half racing several pops, steal-half racing another steal, and a
-//! growing push racing a thief, checking that each item is taken exactly
-//! once. A control model runs the classic protocol's steal-half against
-//! CAS-free pops and shows loom finds the double hand-out.
+//! steal-half racing several pops, steal-half racing another steal, a
+//! growing push racing a thief, the owner's pushes wrapping onto (or
+//! growing past) a slot a thief is copying, push-then-pop racing a steal
+//! and `len`, and `len` racing a claim, checking that each item is taken
+//! exactly once (and, under loom, that no slot is read that holds no item).
+//! A control model runs the classic protocol's steal-half against CAS-free
+//! pops and shows loom finds the double hand-out. The pop count's period
+//! is checked by unit tests that run the owner between a thief's steps
+//! through a test-only hook, with the index fields narrowed to 20 bits so
+//! that the owner's pop count goes all the way round in a fraction of a
+//! second. `xtask/mutants/deque.txt` lists the orderings, CASes and
+//! re-checks these catch when weakened.
 #![cfg_attr(not(test), warn(missing_docs))]
 
 mod primitive;
@@ -181,7 +254,8 @@ const TOP_SHIFT: u32 = FLIGHT_BITS;
 const POPS_SHIFT: u32 = FLIGHT_BITS + IDX_BITS;
 
 /// The word thieves CAS: `pops` (bits 36..64, the owner's pop count),
-/// `top` (bits 8..36) and `flight` (bits 0..8). `pops` and `top` are
+/// `top` (bits 8..36) and `flight` (bits 0..8); under unit tests the index
+/// fields are 20 bits and the top 16 bits are zero. `pops` and `top` are
 /// 28-bit counters that wrap. `flight` is 0 when no thief is claiming,
 /// `1..=253` while a thief copies out that many claimed slots just below
 /// `top`, and [`RESERVED`] or [`STALE`] while a thief holds the claim
@@ -202,7 +276,9 @@ impl Head {
 
     #[inline]
     fn pops(self) -> u32 {
-        (self.0 >> POPS_SHIFT) as u32 & IDX_MASK
+        // The field is the top of the word (under unit tests, the bits
+        // above it are always zero): no mask needed.
+        (self.0 >> POPS_SHIFT) as u32
     }
 
     #[inline]
@@ -574,7 +650,9 @@ impl<T> Worker<T> {
         }
     }
 
-    /// The number of items in the deque (exact when no thief is racing).
+    /// The number of items in the deque: exact unless a thief is claiming,
+    /// and never below the current length (a claim not yet seen is still
+    /// counted).
     ///
     /// ```
     /// let w = stepsched_deque::Worker::new();
@@ -819,8 +897,10 @@ pub struct Stealer<T> {
 impl<T> Stealer<T> {
     /// Steals the oldest item.
     ///
-    /// Returns [`Steal::Retry`] if another thief won the race or is copying
-    /// a batch out of this deque.
+    /// Returns [`Steal::Retry`] if another thief won the race or is claiming
+    /// or copying a batch out of this deque, or if the owner popped during
+    /// the claim. Returns [`Steal::Empty`] only if no item pushed before the
+    /// call stayed in the deque.
     ///
     /// ```
     /// use stepsched_deque::{Steal, Worker};
@@ -848,7 +928,7 @@ impl<T> Stealer<T> {
     }
 
     /// Steals up to half of the items (⌈len/2⌉, at most
-    /// [`DEFAULT_STEAL_LIMIT`]) with one CAS, moves all but the oldest into
+    /// [`DEFAULT_STEAL_LIMIT`]) with one claim, moves all but the oldest into
     /// `dst` and returns the oldest.
     ///
     /// `dst` is the thief's own deque; it must be used on the thread that
@@ -1089,8 +1169,8 @@ pub enum Steal<T> {
     Empty,
     /// An item was stolen.
     Success(T),
-    /// The steal lost a race (another thief or a pop changed the deque, or
-    /// another thief is copying a batch out): try again.
+    /// The steal lost a race (a pop changed the deque during the claim, or
+    /// another thief is claiming or copying a batch out): try again.
     Retry,
 }
 

@@ -5,14 +5,24 @@
 //! point) and checks an exactly-once predicate over every item: each id is
 //! returned by exactly one of pop / steal / steal_half_into, or left in the
 //! deque and drained at the end. Loom additionally flags any unsynchronized
-//! access to a slot (`UnsafeCell`) as a data race.
+//! access to a slot (`UnsafeCell`) as a data race, and under loom a slot
+//! records whether it holds an item, so reading one that does not (a ring
+//! grown without an in-flight slot) panics. Models with a concurrent `len`
+//! or steal also check it against the lengths the deque really had.
+//!
+//! `xtask/mutants/deque.txt` names, for each critical ordering, CAS and
+//! re-check, the model that fails when it is weakened. The pop count's
+//! period (a claim must fail if the owner's pop count went all the way
+//! round) is out of loom's reach and is checked by hook tests in
+//! `src/tests.rs`.
 //!
 //! `reference_steal_half_duplicates` is the control: the classic protocol's
 //! steal-half (read both ends, copy `n` slots, CAS `top`) against CAS-free
 //! pops, which loom must catch handing one item out twice.
 //!
 //! Run with:
-//! `RUSTFLAGS="--cfg stepsched_loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release -p stepsched-deque --lib`
+//! `RUSTFLAGS="--cfg stepsched_loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release -p stepsched-deque --lib -- loom`
+//! (about a second; 4 s with 3 preemptions).
 
 use crate::{Steal, Stealer, Worker};
 use loom::thread;
