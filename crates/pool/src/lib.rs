@@ -237,19 +237,22 @@ impl Builder {
         }
     }
 
-    /// Sets the number of workers.
-    ///
-    /// # Panics
-    ///
-    /// If `workers` is 0.
+    /// Sets the number of workers. 0, like not calling this, means the
+    /// default: one per available core
+    /// ([`available_parallelism`](std::thread::available_parallelism), or
+    /// 1 if unknown). The `stepsched` scheduler's builder follows the same
+    /// rule.
     ///
     /// ```
     /// let pool = stepsched_pool::Builder::new().workers(3).build(|_: (), _| {}).unwrap();
     /// assert_eq!(pool.workers(), 3);
+    ///
+    /// let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    /// let pool = stepsched_pool::Builder::new().workers(0).build(|_: (), _| {}).unwrap();
+    /// assert_eq!(pool.workers(), cores);
     /// ```
     pub fn workers(mut self, workers: usize) -> Self {
-        assert!(workers > 0, "a pool needs at least one worker");
-        self.workers = Some(workers);
+        self.workers = (workers != 0).then_some(workers);
         self
     }
 
