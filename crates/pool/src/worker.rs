@@ -467,11 +467,21 @@ impl Search {
     fn park<T: Send + 'static>(&mut self, ctx: &WorkerContext<T>) -> bool {
         let shared = &*ctx.shared;
         let counters = ctx.counters();
+        tracing::debug!(worker = ctx.index, "worker parking");
         let outcome = shared.sleep.park(
             ctx.index,
             self.searching,
             || shared.has_work(),
             || counters.parks.inc(),
+        );
+        tracing::debug!(
+            worker = ctx.index,
+            outcome = match outcome {
+                Parked::Work => "work found before blocking",
+                Parked::Woken => "woken",
+                Parked::Exit => "exit",
+            },
+            "worker unparked"
         );
         match outcome {
             Parked::Exit => {
@@ -568,6 +578,12 @@ impl Search {
                 Steal::Success(item) => {
                     let moved = ctx.deque.len().saturating_sub(before);
                     counters.items_stolen.add(1 + moved as u64);
+                    tracing::trace!(
+                        worker = index,
+                        victim,
+                        items = 1 + moved,
+                        "stole from a deque"
+                    );
                     return Found::Item(item);
                 }
                 Steal::Retry => retry = true,
@@ -581,6 +597,7 @@ impl Search {
             }
             if let Some(item) = shared.inboxes[victim].pop() {
                 counters.items_stolen.inc();
+                tracing::trace!(worker = index, victim, "took from another worker's inbox");
                 return Found::Item(item);
             }
         }

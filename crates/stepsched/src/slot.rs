@@ -60,7 +60,7 @@ use std::sync::OnceLock;
 use stepsched_mpsc as mpsc;
 use stepsched_pool::Pool;
 use stepsched_process::{
-    CancelToken, Error, Event, ForceComplete, Process, StateCell, StepOutput, Wake,
+    CancelToken, Error, Event, ForceComplete, Phase, Process, StateCell, StepOutput, Wake,
 };
 use stepsched_relay::{Pid, PidAllocator, RoutingTable};
 
@@ -116,21 +116,189 @@ pub(crate) struct Core<P: Process + 'static> {
     pub(crate) on_start: Option<StartHook>,
     pub(crate) on_complete: Option<CompleteHook<P::Output>>,
     pub(crate) submitted: AtomicU64,
-    /// Steps, completions and failures, one cache line per worker (plus
-    /// one for other threads), so workers never contend on a counter.
-    pub(crate) counters: Box<[CachePadded<Counters>]>,
+    /// Steps, results and phase transitions, one cache line per worker
+    /// (plus [`SHARED_LINES`] for other threads), so workers never contend
+    /// on a counter.
+    pub(crate) counters: CounterLines,
     /// Whether `live` is maintained (a process limit is set).
     pub(crate) limited: bool,
 }
 
-/// Statistics counters of one worker. Each worker's line has one writer,
-/// which adds with a load and a store (no locked instruction); the last
-/// line is shared by non-worker threads and uses `fetch_add`.
+/// Statistics counters of one line: steps, results, and the transitions
+/// of processes between phases.
+///
+/// A worker's line has one writer, the worker, which adds with a load and
+/// a store (no locked instruction). Threads that are not workers add with
+/// `fetch_add` to one of [`SHARED_LINES`] shared lines, picked per thread.
+///
+/// Phase counts are not stored: each is summed at read time from the
+/// transitions into and out of its phase ([`CounterLines::phases`]). Every
+/// transition is counted by the thread that made it, on that thread's line.
+/// A submitted process enters Ready (counted by `Core::submitted`).
 #[derive(Default)]
 pub(crate) struct Counters {
     pub(crate) steps: AtomicU64,
     pub(crate) completed: AtomicU64,
     pub(crate) failed: AtomicU64,
+    /// Ready → Running (`try_start`).
+    pub(crate) started: AtomicU64,
+    /// Running → Ready: a requeue after a wake while running, `Continue`,
+    /// or an exhausted inline budget.
+    pub(crate) requeued: AtomicU64,
+    /// Running → Blocked.
+    pub(crate) parked_blocked: AtomicU64,
+    /// Running → Idle.
+    pub(crate) parked_idle: AtomicU64,
+    /// Blocked → Ready (a wake that queued the process).
+    pub(crate) woken_blocked: AtomicU64,
+    /// Idle → Ready.
+    pub(crate) woken_idle: AtomicU64,
+    /// Running → Complete by the worker (the step ended the process).
+    pub(crate) ended: AtomicU64,
+    /// Ready, Running, Blocked, Idle → Complete by a forcer (terminate,
+    /// shutdown), by the phase it found.
+    pub(crate) forced: [AtomicU64; 4],
+}
+
+/// Indices into [`Counters::forced`].
+pub(crate) const FORCED_READY: usize = 0;
+pub(crate) const FORCED_RUNNING: usize = 1;
+pub(crate) const FORCED_BLOCKED: usize = 2;
+pub(crate) const FORCED_IDLE: usize = 3;
+
+/// Lines shared by the threads that are not workers (handler threads,
+/// senders, terminate): two such threads share a line only when more than
+/// this many of them count.
+pub(crate) const SHARED_LINES: usize = 8;
+
+/// Every counter line of a scheduler: one per worker, then
+/// [`SHARED_LINES`] for other threads. Reading all of them costs
+/// O(workers), whatever the number of processes.
+pub(crate) struct CounterLines {
+    lines: Box<[CachePadded<Counters>]>,
+    workers: usize,
+}
+
+impl FromIterator<CachePadded<Counters>> for CounterLines {
+    /// Takes one line per worker plus one (what the builder makes); the
+    /// extra line becomes the first shared line.
+    fn from_iter<I: IntoIterator<Item = CachePadded<Counters>>>(iter: I) -> Self {
+        let mut lines: Vec<_> = iter.into_iter().collect();
+        let workers = lines.len().saturating_sub(1);
+        lines.resize_with(workers + SHARED_LINES, Default::default);
+        CounterLines {
+            lines: lines.into_boxed_slice(),
+            workers,
+        }
+    }
+}
+
+/// Phase counts summed from the transition counters (see [`Counters`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Phases {
+    pub(crate) ready: usize,
+    pub(crate) running: usize,
+    pub(crate) blocked: usize,
+    pub(crate) idle: usize,
+}
+
+/// Totals of every line.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Totals {
+    pub(crate) steps: u64,
+    pub(crate) completed: u64,
+    pub(crate) failed: u64,
+    pub(crate) phases: Phases,
+}
+
+impl CounterLines {
+    /// The line of `worker` (owned by it: `true`), or the calling thread's
+    /// shared line (`false`).
+    #[inline]
+    pub(crate) fn line(&self, worker: Option<usize>) -> (&Counters, bool) {
+        match worker {
+            Some(w) if w < self.workers => (&self.lines[w], true),
+            _ => (&self.lines[self.workers + shared_line()], false),
+        }
+    }
+
+    /// Sums every line. `submitted`: processes submitted (each entered
+    /// Ready). Each counter is read once, one after another, so a count
+    /// may be momentarily off while processes move; a difference that
+    /// reads below zero is reported as zero.
+    pub(crate) fn totals(&self, submitted: u64) -> Totals {
+        // Relaxed: statistics; each value is one a writer stored.
+        let sum = |f: &dyn Fn(&Counters) -> &AtomicU64| -> u64 {
+            self.lines
+                .iter()
+                .map(|l| f(l).load(Ordering::Relaxed))
+                .fold(0u64, u64::wrapping_add)
+        };
+        let started = sum(&|c| &c.started);
+        let requeued = sum(&|c| &c.requeued);
+        let parked_blocked = sum(&|c| &c.parked_blocked);
+        let parked_idle = sum(&|c| &c.parked_idle);
+        let woken_blocked = sum(&|c| &c.woken_blocked);
+        let woken_idle = sum(&|c| &c.woken_idle);
+        let ended = sum(&|c| &c.ended);
+        let forced = |i: usize| sum(&|c| &c.forced[i]);
+        // In minus out, in wrapping arithmetic; a transient negative
+        // (an out counted before its in was read) reads as zero.
+        let count = |into: u64, out: u64| -> usize {
+            let d = into.wrapping_sub(out) as i64;
+            usize::try_from(d).unwrap_or(0)
+        };
+        let phases = Phases {
+            ready: count(
+                submitted
+                    .wrapping_add(requeued)
+                    .wrapping_add(woken_blocked)
+                    .wrapping_add(woken_idle),
+                started.wrapping_add(forced(FORCED_READY)),
+            ),
+            running: count(
+                started,
+                parked_blocked
+                    .wrapping_add(parked_idle)
+                    .wrapping_add(requeued)
+                    .wrapping_add(ended)
+                    .wrapping_add(forced(FORCED_RUNNING)),
+            ),
+            blocked: count(
+                parked_blocked,
+                woken_blocked.wrapping_add(forced(FORCED_BLOCKED)),
+            ),
+            idle: count(parked_idle, woken_idle.wrapping_add(forced(FORCED_IDLE))),
+        };
+        Totals {
+            steps: sum(&|c| &c.steps),
+            completed: sum(&|c| &c.completed),
+            failed: sum(&|c| &c.failed),
+            phases,
+        }
+    }
+}
+
+/// The calling thread's shared line, `0..SHARED_LINES`: threads get them
+/// in turn on their first use.
+#[inline]
+fn shared_line() -> usize {
+    use std::cell::Cell;
+    // A std atomic in every build: it only spreads threads over lines
+    // (any index is correct), so loom has nothing to model in it.
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    std::thread_local! {
+        static LINE: Cell<usize> = const { Cell::new(usize::MAX) };
+    }
+    LINE.with(|line| {
+        let mut i = line.get();
+        if i == usize::MAX {
+            // Relaxed: only the RMW's atomicity matters (distinct indices).
+            i = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % SHARED_LINES;
+            line.set(i);
+        }
+        i
+    })
 }
 
 /// Adds one to a counter. `owned`: this thread is the line's only writer.
@@ -184,6 +352,13 @@ pub(crate) struct Slot<P: Process + 'static> {
     /// (with `FORCE_WON` once it won the state cell).
     pub(crate) forced: AtomicU8,
     pub(crate) finished: AtomicBool,
+    /// How the process last waited ([`Waiting`] as a byte), for the
+    /// statistics of the waker that queues it. Written by the owner before
+    /// each park, read by the waker whose `wake` answered `Queue`: the
+    /// park's Release transition and the wake's Acquire one order the two,
+    /// and no later run (hence no later write) can begin before that waker
+    /// has read it and queued the process.
+    pub(crate) parked_as: AtomicU8,
     pub(crate) result: ResultCell<P::Output>,
     /// Completions made by handlers on the dispatching thread while the
     /// process is being dispatched. Only the worker that owns the process
@@ -222,7 +397,8 @@ pub(crate) struct Body<P: Process + 'static> {
 }
 
 /// How a process waits between steps.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
 pub(crate) enum Waiting {
     /// `Status::Idle`: for a message (or any event).
     Idle,
@@ -273,6 +449,7 @@ impl<P: Process + 'static> Slot<P> {
             cancel_sent: AtomicBool::new(false),
             forced: AtomicU8::new(NOT_FORCED),
             finished: AtomicBool::new(false),
+            parked_as: AtomicU8::new(Waiting::Idle as u8),
             result: ResultCell::new(),
             inline: UnsafeCell::new(Vec::new()),
         })
@@ -296,11 +473,35 @@ impl<P: SchedProcess> Slot<P> {
     pub(crate) fn wake(self: &Arc<Self>) -> bool {
         match self.state.wake() {
             Wake::Queue => {
-                self.core.schedule(self.clone());
+                // Read before the process is queued: no later park can
+                // have overwritten it (see `parked_as`). Relaxed: ordered
+                // by the state cell, as argued there.
+                let from = self.parked_as.load(Ordering::Relaxed);
+                let current = self.core.pool().current_worker();
+                let (line, owned) = self.core.counter_line(current);
+                let blocked = from == Waiting::Blocked as u8;
+                if blocked {
+                    bump(&line.woken_blocked, owned);
+                } else {
+                    bump(&line.woken_idle, owned);
+                }
+                tracing::debug!(
+                    pid = %self.pid,
+                    from = if blocked { "blocked" } else { "idle" },
+                    "process woken"
+                );
+                self.core.schedule(self.clone(), current);
                 true
             }
-            Wake::Notified | Wake::AlreadyReady => true,
-            Wake::Complete => false,
+            Wake::Notified => {
+                tracing::trace!(pid = %self.pid, "process woken while running");
+                true
+            }
+            Wake::AlreadyReady => true,
+            Wake::Complete => {
+                tracing::trace!(pid = %self.pid, "wake of a complete process");
+                false
+            }
         }
     }
 
@@ -430,7 +631,21 @@ impl<P: SchedProcess> Slot<P> {
             return false;
         }
         match self.state.force_complete() {
-            won @ ForceComplete::Won { .. } => {
+            won @ ForceComplete::Won { previous } => {
+                let (line, owned) = self.core.counter_line(None);
+                let (i, phase) = match previous.phase() {
+                    Phase::Ready => (FORCED_READY, "ready"),
+                    Phase::Running => (FORCED_RUNNING, "running"),
+                    Phase::Blocked => (FORCED_BLOCKED, "blocked"),
+                    _ => (FORCED_IDLE, "idle"),
+                };
+                bump(&line.forced[i], owned);
+                tracing::debug!(
+                    pid = %self.pid,
+                    reason = if kind == FORCED_CANCELLED { "cancelled" } else { "terminated" },
+                    phase,
+                    "process forced to complete"
+                );
                 // Release: a publisher that reads the mark also reads the
                 // claimed kind (same word, earlier in its modification order).
                 self.forced.fetch_or(FORCE_WON, Ordering::Release);
@@ -460,12 +675,15 @@ impl<P: SchedProcess> Core<P> {
     /// goes to that worker's local deque, where it runs next and cache-warm
     /// without waking another thread; woken from any other thread, back to
     /// the worker that last ran it (affinity), else the global queue.
-    pub(crate) fn schedule(&self, slot: Arc<Slot<P>>) {
+    ///
+    /// `current`: the worker the calling thread is, if any
+    /// (`Pool::current_worker`).
+    pub(crate) fn schedule(&self, slot: Arc<Slot<P>>, current: Option<usize>) {
         let pool = self.pool();
         // Relaxed: a hint; any worker may run the slot.
         let worker = slot.last_worker.load(Ordering::Relaxed);
         let task = Task::new(slot);
-        let refused = if worker == NO_WORKER || pool.current_worker().is_some() {
+        let refused = if worker == NO_WORKER || current.is_some() {
             pool.submit(task).err()
         } else {
             pool.submit_to(worker, task).err()
@@ -483,13 +701,12 @@ impl<P: SchedProcess> Core<P> {
         self.release_unpublished();
     }
 
-    /// The counter line of `worker` (owned by it), or the shared line.
+    /// The counter line of `worker` (owned by it: `true`), or the calling
+    /// thread's shared line (`false`). `worker` must be the calling
+    /// thread's own index.
     #[inline]
     pub(crate) fn counter_line(&self, worker: Option<usize>) -> (&Counters, bool) {
-        match worker {
-            Some(w) if w + 1 < self.counters.len() => (&self.counters[w], true),
-            _ => (&self.counters[self.counters.len() - 1], false),
-        }
+        self.counters.line(worker)
     }
 
     pub(crate) fn release_unpublished(&self) {

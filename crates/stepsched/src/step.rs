@@ -24,13 +24,15 @@ use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use stepsched_pool::WorkerContext;
-use stepsched_process::{Error, Finish, Park, Process, Start, Status, StepOutput};
+use stepsched_process::{
+    Error, Event, EventKind, Finish, Park, Process, Start, Status, StepOutput,
+};
 
 use crate::SchedProcess;
 use crate::handler::{Command, Completer, Handler};
 use crate::primitive::sync::Arc;
 use crate::primitive::sync::atomic::Ordering;
-use crate::slot::{Core, Slot, Task, Waiting, bump};
+use crate::slot::{Core, Counters, Slot, Task, Waiting, bump};
 
 /// How many times in a row a process woken while running is requeued on
 /// its worker's local deque before it goes to the global queue.
@@ -107,6 +109,7 @@ impl<P: SchedProcess> Core<P> {
         // Relaxed: only a hint for where to send the next completion.
         slot.last_worker.store(worker, Ordering::Relaxed);
         let (line, owned) = self.counter_line(Some(worker));
+        bump(&line.started, owned);
         let mut inline_budget = INLINE_STEPS;
         let park = loop {
             // SAFETY: our `try_start` won: we own the body until our next
@@ -119,12 +122,10 @@ impl<P: SchedProcess> Core<P> {
             // A waiting process is stepped only with events: woken for an
             // event that an earlier step already took (the wakeup flag was
             // set while that step ran), it waits again, unstepped.
-            if body.batch.is_empty() {
-                match body.waiting {
-                    Some(Waiting::Idle) => break (slot.state.park_idle(), false),
-                    Some(Waiting::Blocked) => break (slot.state.finish_dispatch(), false),
-                    None => {}
-                }
+            if body.batch.is_empty()
+                && let Some(waiting) = body.waiting
+            {
+                break (wait(&slot, waiting, line, owned), false);
             }
             body.waiting = None;
             body.out.reset();
@@ -134,6 +135,9 @@ impl<P: SchedProcess> Core<P> {
             };
             let _span =
                 tracing::trace_span!("step", pid = %slot.pid, events = body.batch.len()).entered();
+            if tracing::enabled!(tracing::Level::DEBUG) {
+                trace_events(&slot, &body.batch);
+            }
             // The last look before a step begins: once `terminate` returned
             // `Ok` (the cell is Complete), no new step starts. A forcer that
             // saw Running left `close` and the result to us.
@@ -151,6 +155,12 @@ impl<P: SchedProcess> Core<P> {
                     return self.end(&slot, Err(Error::Panicked(panic_message(&*panic))), worker);
                 }
             };
+            tracing::trace!(
+                pid = %slot.pid,
+                status = status.as_ref().map_or("none", status_name),
+                yields = body.out.yields().len(),
+                "step returned"
+            );
             let status = match status {
                 // A finished process's yields are not dispatched.
                 Some(Status::Done(output)) => return self.end(&slot, Ok(output), worker),
@@ -186,10 +196,7 @@ impl<P: SchedProcess> Core<P> {
             };
             if inline.is_empty() {
                 body.waiting = Some(waiting);
-                break match waiting {
-                    Waiting::Idle => (slot.state.park_idle(), false),
-                    Waiting::Blocked => (slot.state.finish_dispatch(), false),
-                };
+                break (wait(&slot, waiting, line, owned), false);
             }
             body.batch.append(inline);
             if inline_budget > 0 {
@@ -201,6 +208,14 @@ impl<P: SchedProcess> Core<P> {
             break (slot.state.reschedule(), false);
         };
         // The body is no longer ours unless `park` says so.
+        if let (Park::Requeue, global) = park {
+            bump(&line.requeued, owned);
+            tracing::debug!(
+                pid = %slot.pid,
+                to = if global || streak >= LOCAL_REQUEUES { "global" } else { "local" },
+                "process requeued"
+            );
+        }
         match park {
             (Park::Parked, _) => {}
             (Park::Requeue, true) => ctx.inject(Task::new(slot)),
@@ -230,6 +245,10 @@ impl<P: SchedProcess> Core<P> {
         // (we won) or Terminated (a forcer saw Running and left `close` and
         // the result to us).
         let finish = slot.state.complete();
+        if finish == Finish::Completed {
+            let (line, owned) = self.counter_line(Some(worker));
+            bump(&line.ended, owned);
+        }
         // SAFETY: we owned the body while Running and nobody else takes it
         // from a Complete state.
         unsafe { slot.close_body() };
@@ -258,6 +277,12 @@ impl<P: SchedProcess> Core<P> {
                 break;
             }
             let completer = Completer::new(slot.clone(), y.tag);
+            tracing::debug!(
+                pid = %slot.pid,
+                tag = y.tag,
+                command = y.command.name(),
+                "yield dispatched"
+            );
             match handlers.get(y.command.name()) {
                 Some(handler) => {
                     // A panic drops the completer, which completes the tag
@@ -265,10 +290,68 @@ impl<P: SchedProcess> Core<P> {
                     let _ = catch_unwind(AssertUnwindSafe(|| handler.handle(y.command, completer)));
                 }
                 None => {
+                    tracing::debug!(
+                        pid = %slot.pid,
+                        tag = y.tag,
+                        command = y.command.name(),
+                        "no handler for the command: completing the yield with an error"
+                    );
                     let message = format!("unknown command `{}`", y.command.name());
                     let _ = completer.complete(Err(Error::Failed(message)));
                 }
             }
+        }
+    }
+}
+
+/// Leaves Running to wait as `waiting`: Idle (`park_idle`) or Blocked
+/// (`finish_dispatch`); either answers `Requeue` if the wakeup flag is set.
+/// Notes the kind for the waker (`Slot::parked_as`) and counts the park on
+/// the worker's `line`.
+#[inline]
+fn wait<P: SchedProcess>(slot: &Slot<P>, waiting: Waiting, line: &Counters, owned: bool) -> Park {
+    // Relaxed: published to the waker by the Release transition below (see
+    // `Slot::parked_as`).
+    slot.parked_as.store(waiting as u8, Ordering::Relaxed);
+    let park = match waiting {
+        Waiting::Idle => slot.state.park_idle(),
+        Waiting::Blocked => slot.state.finish_dispatch(),
+    };
+    if park == Park::Parked {
+        let (counter, phase) = match waiting {
+            Waiting::Idle => (&line.parked_idle, "idle"),
+            Waiting::Blocked => (&line.parked_blocked, "blocked"),
+        };
+        bump(counter, owned);
+        tracing::debug!(pid = %slot.pid, phase, "process parked");
+    }
+    park
+}
+
+/// The name of a status, for tracing.
+fn status_name<O>(status: &Status<O>) -> &'static str {
+    match status {
+        Status::Continue => "continue",
+        Status::Idle => "idle",
+        Status::Yield => "yield",
+        Status::Done(_) => "done",
+    }
+}
+
+/// One debug event per event in a batch about to be stepped (called only
+/// when debug events are enabled).
+#[cold]
+fn trace_events<P: SchedProcess>(slot: &Slot<P>, batch: &[Event<P::Payload>]) {
+    for event in batch {
+        match event.kind() {
+            EventKind::Completion => tracing::debug!(
+                pid = %slot.pid,
+                tag = event.tag(),
+                ok = event.error().is_none(),
+                "completion delivered"
+            ),
+            EventKind::Message => tracing::debug!(pid = %slot.pid, "message delivered"),
+            EventKind::Cancel => tracing::debug!(pid = %slot.pid, "cancel delivered"),
         }
     }
 }
