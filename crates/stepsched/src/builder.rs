@@ -10,7 +10,7 @@ use stepsched_process::{Error, Process};
 use stepsched_relay::{Pid, PidAllocator, RoutingTable};
 
 use crate::SchedProcess;
-use crate::handle::Handle;
+use crate::handle::{Handle, Shared};
 use crate::handler::Handler;
 use crate::primitive::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use crate::primitive::sync::{Arc, Condvar, Mutex};
@@ -80,9 +80,29 @@ impl<P: SchedProcess> Builder<P> {
         }
     }
 
-    /// The number of worker threads (default: available parallelism).
+    /// The number of worker threads. 0, like not calling this, means the
+    /// default: one per available core
+    /// ([`available_parallelism`](std::thread::available_parallelism), or
+    /// 1 if unknown). The pool's [`Builder`](stepsched_pool::Builder)
+    /// follows the same rule.
+    ///
+    /// ```
+    /// # use stepsched::{Builder, Context, Error, Events, Process, Status, StepOutput};
+    /// # struct Noop;
+    /// # impl Process for Noop {
+    /// #     type Input = (); type Payload = (); type Command = String; type Output = ();
+    /// #     fn init(&mut self, _: &Context, _: &str, _: ()) -> Result<(), Error> { Ok(()) }
+    /// #     fn step(&mut self, _: Events<'_, ()>, out: &mut StepOutput<String, ()>) -> Result<(), Error> {
+    /// #         out.set_status(Status::Done(()));
+    /// #         Ok(())
+    /// #     }
+    /// # }
+    /// let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    /// let scheduler = Builder::<Noop>::new().workers(0).build().unwrap();
+    /// assert_eq!(scheduler.workers(), cores);
+    /// ```
     pub fn workers(mut self, workers: usize) -> Self {
-        self.workers = Some(workers.max(1));
+        self.workers = (workers != 0).then_some(workers);
         self
     }
 
@@ -170,7 +190,10 @@ impl<P: SchedProcess> Builder<P> {
         if core.pool.set(pool).is_err() {
             unreachable!("the pool is set once");
         }
-        Ok(Scheduler::new(Handle { core }))
+        Ok(Scheduler::new(Handle {
+            core,
+            shared: Arc::new(Shared::new()),
+        }))
     }
 }
 

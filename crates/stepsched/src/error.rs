@@ -1,5 +1,6 @@
 //! The errors of the scheduler's operations. Each hands the value back and
-//! names its cause.
+//! names its cause. (A refused send is the relay's
+//! [`SendError`](stepsched_relay::SendError), re-exported by the crate.)
 
 use std::fmt;
 
@@ -63,66 +64,41 @@ impl<P> fmt::Display for SubmitError<P> {
 
 impl<P> std::error::Error for SubmitError<P> {}
 
-/// Why [`send`](crate::Handle::send) did not deliver a message. The message
-/// is handed back.
-#[derive(PartialEq, Eq)]
-pub enum SendError<M> {
-    /// No live process has this PID.
-    UnknownPid(Pid, M),
-    /// The process has finished (or is finishing) and takes no more
-    /// messages.
-    Finished(Pid, M),
-}
-
-impl<M> SendError<M> {
-    /// The undelivered message.
-    pub fn into_message(self) -> M {
-        match self {
-            SendError::UnknownPid(_, m) | SendError::Finished(_, m) => m,
-        }
-    }
-
-    /// The PID the message was for.
-    pub fn pid(&self) -> Pid {
-        match self {
-            SendError::UnknownPid(p, _) | SendError::Finished(p, _) => *p,
-        }
-    }
-}
-
-impl<M> fmt::Debug for SendError<M> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SendError::UnknownPid(p, _) => write!(f, "UnknownPid({p}, ..)"),
-            SendError::Finished(p, _) => write!(f, "Finished({p}, ..)"),
-        }
-    }
-}
-
-impl<M> fmt::Display for SendError<M> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SendError::UnknownPid(p, _) => write!(f, "no live process has pid {p}"),
-            SendError::Finished(p, _) => write!(f, "process {p} has finished"),
-        }
-    }
-}
-
-impl<M> std::error::Error for SendError<M> {}
-
 /// Why [`terminate`](crate::Handle::terminate) did nothing.
+///
+/// Which of the two a PID gets follows the rule of
+/// [`Handle::send`](crate::Handle::send): `AlreadyComplete` for a PID this
+/// scheduler's [`allocate_pid`](crate::Handle::allocate_pid) handed out (or
+/// one still registered to a completed process), `UnknownPid` otherwise.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TerminateError {
-    /// No live process has this PID.
+    /// No process has this PID, and the scheduler has no record that one
+    /// had.
     UnknownPid(Pid),
-    /// The process completed before the terminate took effect.
+    /// The process completed before the terminate took effect (on its own,
+    /// or ended by another terminate or by shutdown).
     AlreadyComplete(Pid),
+}
+
+impl TerminateError {
+    /// The PID the terminate was for.
+    ///
+    /// ```
+    /// use stepsched::{Pid, TerminateError};
+    ///
+    /// assert_eq!(TerminateError::UnknownPid(Pid::new(0, 3)).pid(), Pid::new(0, 3));
+    /// ```
+    pub fn pid(&self) -> Pid {
+        match self {
+            TerminateError::UnknownPid(p) | TerminateError::AlreadyComplete(p) => *p,
+        }
+    }
 }
 
 impl fmt::Display for TerminateError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            TerminateError::UnknownPid(p) => write!(f, "no live process has pid {p}"),
+            TerminateError::UnknownPid(p) => write!(f, "no process has pid {p}"),
             TerminateError::AlreadyComplete(p) => write!(f, "process {p} has already completed"),
         }
     }

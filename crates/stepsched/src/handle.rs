@@ -1,30 +1,52 @@
-//! [`Handle`]: submit, send, terminate and observe, from any thread.
+//! [`Handle`]: submit, send, terminate, shut down and observe, from any
+//! thread.
 
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::time::Duration;
 
 use stepsched_process::{CancelToken, Context, Error, Event};
-use stepsched_relay::{Package, Pid, Receiver};
+use stepsched_relay::{Package, Pid, Receiver, SendError};
 
 use crate::SchedProcess;
-use crate::error::{SendError, SubmitError, TerminateError};
+use crate::error::{SubmitError, TerminateError};
 use crate::join::JoinHandle;
 use crate::primitive::sync::Arc;
-use crate::primitive::sync::atomic::{Ordering, fence};
+use crate::primitive::sync::atomic::{AtomicU64, Ordering, fence};
+use crate::scheduler::{Shutdown, ShutdownState};
 use crate::slot::{Core, FORCED_CANCELLED, FORCED_TERMINATED, Slot, Task};
 use crate::step::panic_message;
 
 /// A cloneable handle to a scheduler, for use anywhere — in handlers, in
-/// processes' hooks, on other threads. It does not keep the workers
-/// running: the [`Scheduler`] owns them.
+/// processes' hooks, on other threads, in async code. It does not keep the
+/// workers running: the [`Scheduler`](crate::Scheduler) owns them. It can
+/// shut them down ([`shutdown`](Handle::shutdown)).
 pub struct Handle<P: stepsched_process::Process + 'static> {
     pub(crate) core: Arc<Core<P>>,
+    pub(crate) shared: Arc<Shared>,
+}
+
+/// What every handle of one scheduler shares besides the core.
+pub(crate) struct Shared {
+    /// The highest PID number `allocate_pid` has handed out (0: none).
+    pub(crate) allocated: AtomicU64,
+    pub(crate) shutdown: ShutdownState,
+}
+
+impl Shared {
+    pub(crate) fn new() -> Self {
+        Shared {
+            allocated: AtomicU64::new(0),
+            shutdown: ShutdownState::new(),
+        }
+    }
 }
 
 impl<P: SchedProcess> Clone for Handle<P> {
     fn clone(&self) -> Self {
         Handle {
             core: self.core.clone(),
+            shared: self.shared.clone(),
         }
     }
 }
@@ -40,8 +62,34 @@ impl<P: SchedProcess> fmt::Debug for Handle<P> {
 
 impl<P: SchedProcess> Handle<P> {
     /// A fresh PID on this scheduler's node.
+    ///
+    /// The scheduler remembers which PIDs it handed out (one counter), so
+    /// that [`send`](Handle::send) and [`terminate`](Handle::terminate) to
+    /// such a PID answer the same way for as long as its process has
+    /// finished.
     pub fn allocate_pid(&self) -> Pid {
-        self.core.pids.allocate()
+        let pid = self.core.pids.allocate();
+        // Relaxed: whoever later sends to `pid` got it from this thread
+        // through some happens-before chain, so (read coherence) its load
+        // sees this value or a later, larger one; nothing else is published.
+        self.shared
+            .allocated
+            .fetch_max(pid.number(), Ordering::Relaxed);
+        pid
+    }
+
+    /// Whether `pid` is one `allocate_pid` handed out.
+    fn was_allocated(&self, pid: Pid) -> bool {
+        // Relaxed: see `allocate_pid`.
+        pid.node() == self.core.pids.node()
+            && pid.number() != 0
+            && pid.number() <= self.shared.allocated.load(Ordering::Relaxed)
+    }
+
+    /// Whether a refusal for `pid` says the process existed: `pid` was
+    /// allocated here, or is still registered (to a completed process).
+    fn known_finished(&self, pid: Pid, registered: bool) -> bool {
+        registered || self.was_allocated(pid)
     }
 
     /// The number of worker threads.
@@ -143,27 +191,91 @@ impl<P: SchedProcess> Handle<P> {
     ///
     /// # Errors
     ///
-    /// [`SendError::UnknownPid`] if no live process has `pid`,
-    /// [`SendError::Finished`] if it has finished (or was terminated and
-    /// its last step is still running); both hand the message back.
+    /// When no process that has not completed has `pid`, the message is
+    /// handed back in a [`SendError`] (its package has no sender and an
+    /// empty topic) by one rule:
+    ///
+    /// * [`SendError::Closed`] if `pid` was handed out by this scheduler's
+    ///   [`allocate_pid`](Handle::allocate_pid) — its process has finished
+    ///   (or was never submitted) — or is still registered to a completed
+    ///   process (terminated while its last step is still running, or
+    ///   publishing its result);
+    /// * [`SendError::UnknownPid`] otherwise.
+    ///
+    /// So for a PID from `allocate_pid` the answer is `Closed` from the
+    /// moment its process completes, and stays so. For a PID the caller
+    /// made itself, the scheduler keeps no record once the result is
+    /// published (before [`JoinHandle::join`] returns): from then on the
+    /// answer is `UnknownPid`.
+    ///
+    /// ```
+    /// # use stepsched::{Context, Error, Events, Process, Status, StepOutput};
+    /// # struct Once;
+    /// # impl Process for Once {
+    /// #     type Input = (); type Payload = u8; type Command = String; type Output = ();
+    /// #     fn init(&mut self, _: &Context, _: &str, _: ()) -> Result<(), Error> { Ok(()) }
+    /// #     fn step(&mut self, _: Events<'_, u8>, out: &mut StepOutput<String, ()>) -> Result<(), Error> {
+    /// #         out.set_status(Status::Done(()));
+    /// #         Ok(())
+    /// #     }
+    /// # }
+    /// use stepsched::{Package, Pid, Scheduler, SendError};
+    ///
+    /// let scheduler = Scheduler::<Once>::builder().workers(1).build().unwrap();
+    /// let pid = scheduler.allocate_pid();
+    /// scheduler.submit(pid, Once, "run", ()).unwrap().join().unwrap();
+    /// assert_eq!(scheduler.send(pid, 7), Err(SendError::Closed(Package::new(pid, "", 7))));
+    ///
+    /// let never = Pid::new(9, 9);
+    /// assert!(scheduler.send(never, 7).unwrap_err().is_unknown_pid());
+    /// ```
     pub fn send(&self, pid: Pid, message: P::Payload) -> Result<(), SendError<P::Payload>> {
-        let Some(slot) = self.core.routes.get(pid) else {
-            return Err(SendError::UnknownPid(pid, message));
+        self.deliver(Package::new(pid, "", message))
+    }
+
+    /// Pushes `package`'s payload as a message event to process
+    /// `package.to`; the rule of [`send`](Handle::send) for refusals.
+    fn deliver(&self, package: Package<P::Payload>) -> Result<(), SendError<P::Payload>> {
+        let Some(slot) = self.core.routes.get(package.to) else {
+            return Err(self.refuse(package, false));
         };
+        // A process already complete takes nothing (its last step may
+        // still be running, with its queue open).
         if slot.state.load().is_complete() {
-            return Err(SendError::Finished(pid, message));
+            return Err(self.refuse(package, true));
         }
-        match slot.sender().push(Event::message(message)) {
+        let Package {
+            from,
+            to,
+            topic,
+            payload,
+        } = package;
+        match slot.sender().push(Event::message(payload)) {
             Ok(()) => {
                 // If the process completed since, the message is dropped
                 // with the rest of its queue, as documented.
                 slot.wake();
                 Ok(())
             }
-            Err(e) => Err(SendError::Finished(
-                pid,
-                e.into_inner().into_data().expect("a message"),
-            )),
+            Err(e) => {
+                let payload = e.into_inner().into_data().expect("a message");
+                let package = Package {
+                    from,
+                    to,
+                    topic,
+                    payload,
+                };
+                Err(self.refuse(package, true))
+            }
+        }
+    }
+
+    /// The refusal for `package` (see `send`'s rule).
+    fn refuse(&self, package: Package<P::Payload>, registered: bool) -> SendError<P::Payload> {
+        if self.known_finished(package.to, registered) {
+            SendError::Closed(package)
+        } else {
+            SendError::UnknownPid(package)
         }
     }
 
@@ -178,63 +290,90 @@ impl<P: SchedProcess> Handle<P> {
     ///
     /// # Errors
     ///
-    /// [`TerminateError::UnknownPid`] if no live process has `pid`,
-    /// [`TerminateError::AlreadyComplete`] if it completed first (or
-    /// another terminate or shutdown ended it).
+    /// When no process that has not completed has `pid`, by the rule of
+    /// [`send`](Handle::send): [`TerminateError::AlreadyComplete`] if `pid`
+    /// was handed out by [`allocate_pid`](Handle::allocate_pid) or is still
+    /// registered to a completed process (it completed on its own, or
+    /// another terminate or shutdown ended it),
+    /// [`TerminateError::UnknownPid`] otherwise.
     pub fn terminate(&self, pid: Pid) -> Result<(), TerminateError> {
-        let slot = self
-            .core
-            .routes
-            .get(pid)
-            .ok_or(TerminateError::UnknownPid(pid))?;
-        if slot.force(FORCED_TERMINATED) {
-            Ok(())
-        } else {
+        let registered = match self.core.routes.get(pid) {
+            Some(slot) if slot.force(FORCED_TERMINATED) => return Ok(()),
+            Some(_) => true,
+            None => false,
+        };
+        if self.known_finished(pid, registered) {
             Err(TerminateError::AlreadyComplete(pid))
+        } else {
+            Err(TerminateError::UnknownPid(pid))
         }
     }
 
-    /// Whether a live process has `pid`.
+    /// Whether `pid` is registered: a process with this PID was submitted
+    /// and its result is not yet published (it may have completed: a
+    /// terminated process whose last step is still running keeps its PID).
+    /// While it is, a submit with `pid` fails with
+    /// [`SubmitError::DuplicatePid`].
     pub fn contains(&self, pid: Pid) -> bool {
         self.core.routes.contains(pid)
+    }
+
+    /// Starts shutting the scheduler down, from any thread — a handler or
+    /// a step running on one of its workers included — and returns at
+    /// once. The shutdown is the one [`Scheduler::shutdown`] does (refuse
+    /// submits, cancel every live process, force the rest at `deadline`,
+    /// stop the workers), run on a thread of its own so that it can join
+    /// the worker that asked for it.
+    ///
+    /// The returned [`Shutdown`] is a `Future` of the [`ShutdownReport`]
+    /// (for async code: awaiting it blocks no executor thread) and can
+    /// [`wait`](Shutdown::wait) for it; dropping it does not stop the
+    /// shutdown. Only the first shutdown of a scheduler (by either method)
+    /// runs, with its deadline; a later one waits for it and reports
+    /// nothing more.
+    ///
+    /// Waiting (blocking) for the shutdown on one of the scheduler's own
+    /// workers holds that worker until the deadline: ask for it there and
+    /// drop the `Shutdown`.
+    ///
+    /// ```
+    /// # use stepsched::{Context, Error, Events, Process, Status, StepOutput};
+    /// # struct Waits;
+    /// # impl Process for Waits {
+    /// #     type Input = (); type Payload = (); type Command = String; type Output = ();
+    /// #     fn init(&mut self, _: &Context, _: &str, _: ()) -> Result<(), Error> { Ok(()) }
+    /// #     fn step(&mut self, events: Events<'_, ()>, out: &mut StepOutput<String, ()>) -> Result<(), Error> {
+    /// #         if events.into_iter().any(|e| e.is_cancel()) { return Err(Error::Cancelled); }
+    /// #         out.set_status(Status::Idle);
+    /// #         Ok(())
+    /// #     }
+    /// # }
+    /// use std::time::Duration;
+    /// use stepsched::Scheduler;
+    ///
+    /// let scheduler = Scheduler::<Waits>::builder().workers(1).build().unwrap();
+    /// let join = scheduler.submit(scheduler.allocate_pid(), Waits, "run", ()).unwrap();
+    /// let handle = scheduler.handle();
+    /// let report = std::thread::spawn(move || handle.shutdown(Duration::from_secs(5)).wait())
+    ///     .join()
+    ///     .unwrap();
+    /// assert_eq!(report.cancelled, 1);
+    /// assert_eq!(join.join(), Err(Error::Cancelled));
+    /// drop(scheduler); // already shut down: returns at once
+    /// ```
+    ///
+    /// [`Scheduler::shutdown`]: crate::Scheduler::shutdown
+    /// [`ShutdownReport`]: crate::ShutdownReport
+    pub fn shutdown(&self, deadline: Duration) -> Shutdown {
+        crate::scheduler::start_shutdown(&self.core, &self.shared, deadline)
     }
 }
 
 impl<P: SchedProcess> Receiver<P::Payload> for Handle<P> {
     /// Routes a package to the process `package.to` (the topic and sender
-    /// are not used by the scheduler).
-    fn send(
-        &self,
-        package: Package<P::Payload>,
-    ) -> Result<(), stepsched_relay::SendError<P::Payload>> {
-        let to = package.to;
-        let Some(slot) = self.core.routes.get(to) else {
-            return Err(stepsched_relay::SendError::UnknownPid(package));
-        };
-        // As in `Handle::send`: a process already complete takes nothing.
-        if slot.state.load().is_complete() {
-            return Err(stepsched_relay::SendError::Closed(package));
-        }
-        let Package {
-            from,
-            to,
-            topic,
-            payload,
-        } = package;
-        match slot.sender().push(Event::message(payload)) {
-            Ok(()) => {
-                slot.wake();
-                Ok(())
-            }
-            Err(e) => {
-                let payload = e.into_inner().into_data().expect("a message");
-                Err(stepsched_relay::SendError::Closed(Package {
-                    from,
-                    to,
-                    topic,
-                    payload,
-                }))
-            }
-        }
+    /// are not used by the scheduler). Refusals follow the rule of
+    /// [`Handle::send`].
+    fn send(&self, package: Package<P::Payload>) -> Result<(), SendError<P::Payload>> {
+        self.deliver(package)
     }
 }

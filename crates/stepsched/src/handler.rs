@@ -5,6 +5,7 @@ use std::cell::Cell;
 use std::fmt;
 
 use stepsched_process::{Error, Event, Process, Tag};
+use stepsched_relay::Pid;
 
 use crate::SchedProcess;
 use crate::primitive::sync::Arc;
@@ -101,6 +102,43 @@ impl<P: SchedProcess> Completer<P> {
     /// The correlation tag of the yield this completer answers.
     pub fn tag(&self) -> Tag {
         self.tag
+    }
+
+    /// The PID of the process whose yield this completer answers.
+    ///
+    /// ```
+    /// # use stepsched::{Context, Error, Events, Process, Status, StepOutput};
+    /// # struct Asks;
+    /// # impl Process for Asks {
+    /// #     type Input = (); type Payload = u64; type Command = String; type Output = u64;
+    /// #     fn init(&mut self, _: &Context, _: &str, _: ()) -> Result<(), Error> { Ok(()) }
+    /// #     fn step(&mut self, events: Events<'_, u64>, out: &mut StepOutput<String, u64>) -> Result<(), Error> {
+    /// #         match events.into_iter().find_map(|e| e.into_data()) {
+    /// #             Some(v) => out.set_status(Status::Done(v)),
+    /// #             None => { out.push_yield(1, "whoami".to_string()); out.set_status(Status::Yield); }
+    /// #         }
+    /// #         Ok(())
+    /// #     }
+    /// # }
+    /// use stepsched::{Completer, Scheduler};
+    ///
+    /// let scheduler = Scheduler::<Asks>::builder()
+    ///     .workers(1)
+    ///     .handler("whoami", |_: String, done: Completer<Asks>| {
+    ///         let number = done.pid().number();
+    ///         done.complete(Ok(number));
+    ///     })
+    ///     .build()
+    ///     .unwrap();
+    /// let pid = scheduler.allocate_pid();
+    /// let join = scheduler.submit(pid, Asks, "run", ()).unwrap();
+    /// assert_eq!(join.join(), Ok(pid.number()));
+    /// ```
+    pub fn pid(&self) -> Pid {
+        self.slot
+            .as_ref()
+            .expect("a completer holds its slot until used")
+            .pid
     }
 
     /// Completes the yield with `result`, which becomes an

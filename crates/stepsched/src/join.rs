@@ -5,6 +5,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use stepsched_process::{Error, Process};
 use stepsched_relay::Pid;
@@ -43,6 +44,47 @@ impl<P: SchedProcess> JoinHandle<P> {
     /// an error its `step` returned).
     pub fn join(self) -> Result<P::Output, Error> {
         self.slot.result.wait()
+    }
+
+    /// Like [`join`](JoinHandle::join), but waits at most `timeout`: the
+    /// process's result, or — if it has not completed by then — the handle
+    /// back, to wait again, poll, or drop. A zero `timeout` only looks.
+    ///
+    /// # Errors
+    ///
+    /// The handle itself, if the process has not completed within
+    /// `timeout`.
+    ///
+    /// ```
+    /// # use stepsched::{Context, Error, Events, Process, Status, StepOutput};
+    /// # struct Waits;
+    /// # impl Process for Waits {
+    /// #     type Input = (); type Payload = u8; type Command = String; type Output = u8;
+    /// #     fn init(&mut self, _: &Context, _: &str, _: ()) -> Result<(), Error> { Ok(()) }
+    /// #     fn step(&mut self, events: Events<'_, u8>, out: &mut StepOutput<String, u8>) -> Result<(), Error> {
+    /// #         match events.into_iter().find_map(|e| e.into_data()) {
+    /// #             Some(v) => out.set_status(Status::Done(v)),
+    /// #             None => out.set_status(Status::Idle),
+    /// #         }
+    /// #         Ok(())
+    /// #     }
+    /// # }
+    /// use std::time::Duration;
+    /// use stepsched::Scheduler;
+    ///
+    /// let scheduler = Scheduler::<Waits>::builder().workers(1).build().unwrap();
+    /// let pid = scheduler.allocate_pid();
+    /// let join = scheduler.submit(pid, Waits, "run", ()).unwrap();
+    /// // It waits for a message that was not sent: not done.
+    /// let join = join.join_timeout(Duration::ZERO).unwrap_err();
+    /// scheduler.send(pid, 5).unwrap();
+    /// assert_eq!(join.join_timeout(Duration::from_secs(60)).unwrap(), Ok(5));
+    /// ```
+    pub fn join_timeout(self, timeout: Duration) -> Result<Result<P::Output, Error>, Self> {
+        match self.slot.result.wait_timeout(timeout) {
+            Some(result) => Ok(result),
+            None => Err(self),
+        }
     }
 }
 

@@ -137,16 +137,16 @@ pub use stepsched_process as process;
 pub use stepsched_relay as relay;
 
 pub use builder::Builder;
-pub use error::{SendError, SubmitError, TerminateError};
+pub use error::{SubmitError, TerminateError};
 pub use handle::Handle;
 pub use handler::{Command, Completer, Handler};
 pub use join::JoinHandle;
-pub use scheduler::{Scheduler, ShutdownReport};
+pub use scheduler::{Scheduler, Shutdown, ShutdownReport};
 pub use stats::Stats;
 pub use stepsched_process::{
     CancelToken, Context, Error, Event, EventKind, Events, Process, Status, StepOutput, Tag, Yield,
 };
-pub use stepsched_relay::{Package, Pid, Receiver};
+pub use stepsched_relay::{Package, Pid, Receiver, SendError};
 
 /// A [`Process`] the scheduler can run: sendable, with sendable payloads,
 /// outputs and named commands. Every such process implements it.

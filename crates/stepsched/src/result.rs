@@ -1,6 +1,7 @@
 //! Where a process's result waits for its [`JoinHandle`](crate::JoinHandle).
 
 use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
 
 use stepsched_process::Error;
 
@@ -58,6 +59,29 @@ impl<O> ResultCell<O> {
             state = self.ready.wait(state).unwrap_or_else(|p| p.into_inner());
         }
         take(&mut state.result)
+    }
+
+    /// As `wait`, but gives up after `timeout` (`None`: not done yet).
+    pub(crate) fn wait_timeout(&self, timeout: Duration) -> Option<Result<O, Error>> {
+        // An unrepresentable deadline is as good as none.
+        let until = Instant::now().checked_add(timeout);
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        while !state.done {
+            let left = match until {
+                Some(until) => until.saturating_duration_since(Instant::now()),
+                None => Duration::MAX,
+            };
+            if left.is_zero() {
+                return None;
+            }
+            state.waiting = true;
+            state = self
+                .ready
+                .wait_timeout(state, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        Some(take(&mut state.result))
     }
 
     pub(crate) fn poll(&self, cx: &mut Context<'_>) -> Poll<Result<O, Error>> {

@@ -1,12 +1,16 @@
-//! [`Scheduler`]: owns the workers; shutdown.
+//! [`Scheduler`]: owns the workers; shutdown, blocking ([`Scheduler::shutdown`])
+//! or started from any thread ([`Shutdown`]).
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context as TaskContext, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use crate::SchedProcess;
-use crate::handle::Handle;
+use crate::handle::{Handle, Shared};
 use crate::primitive::sync::atomic::{Ordering, fence};
-use crate::primitive::sync::{Arc, Mutex};
+use crate::primitive::sync::{Arc, Condvar, Mutex};
 use crate::slot::{Core, FORCED_CANCELLED};
 
 /// What a [`shutdown`](Scheduler::shutdown) did.
@@ -28,12 +32,11 @@ pub struct ShutdownReport {
 /// `submit`, `send`, `terminate` and `stats`; [`handle`](Scheduler::handle)
 /// gives a cloneable one.
 ///
-/// Dropping the scheduler shuts it down with a deadline of one second.
+/// Dropping the scheduler shuts it down with a deadline of one second, or,
+/// if a shutdown already began (say [`Handle::shutdown`] from a handler),
+/// waits for that one to finish.
 pub struct Scheduler<P: SchedProcess> {
     handle: Handle<P>,
-    /// The first shutdown's report; held while it runs, so that a
-    /// concurrent call waits for it.
-    shut_down: Mutex<Option<ShutdownReport>>,
 }
 
 impl<P: SchedProcess> std::ops::Deref for Scheduler<P> {
@@ -47,10 +50,7 @@ impl<P: SchedProcess> std::ops::Deref for Scheduler<P> {
 impl<P: SchedProcess> Scheduler<P> {
     /// The scheduler that owns the workers of `handle`'s core.
     pub(crate) fn new(handle: Handle<P>) -> Self {
-        Scheduler {
-            handle,
-            shut_down: Mutex::new(None),
-        }
+        Scheduler { handle }
     }
 
     /// A cloneable handle.
@@ -58,10 +58,10 @@ impl<P: SchedProcess> Scheduler<P> {
         self.handle.clone()
     }
 
-    /// Shuts down: refuses new submits, sends a cancel event to every live
-    /// process, waits until all complete or `deadline` passes, then
-    /// force-closes the rest (result [`Error::Cancelled`]) and stops the
-    /// workers.
+    /// Shuts down, on this thread: refuses new submits, sends a cancel
+    /// event to every live process, waits until all complete or `deadline`
+    /// passes, then force-closes the rest (result [`Error::Cancelled`]) and
+    /// stops the workers.
     ///
     /// Never waits much past the deadline, even for a process that ignores
     /// cancel or a step that never returns. When it returns, every process
@@ -70,75 +70,279 @@ impl<P: SchedProcess> Scheduler<P> {
     /// workers were abandoned (`workers_joined` is false): that one is
     /// closed if and when its step returns.
     ///
-    /// Idempotent: a later call, or one racing the first, waits for the
-    /// first to finish and reports nothing more.
+    /// Idempotent: a later call, or one racing the first (from here or
+    /// from [`Handle::shutdown`]), waits for the first to finish and
+    /// reports nothing more. To shut down without blocking — from a
+    /// handler, a step, or async code — use [`Handle::shutdown`].
+    ///
+    /// [`Error::Cancelled`]: crate::Error::Cancelled
     pub fn shutdown(&self, deadline: Duration) -> ShutdownReport {
-        let mut first = self.shut_down.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(done) = *first {
-            return ShutdownReport {
-                workers_joined: done.workers_joined,
-                ..ShutdownReport::default()
-            };
+        let shared = &self.handle.shared;
+        if !shared.shutdown.claim() {
+            return Shutdown::later(shared.clone()).wait();
         }
-        let report = self.shut_down_once(deadline);
-        *first = Some(report);
+        let report = shut_down_once(&self.handle.core, deadline);
+        shared.shutdown.finish(report);
         report
+    }
+}
+
+/// Where the first shutdown of a scheduler leaves its report, and where
+/// every other shutdown call, blocking or async, waits for it.
+pub(crate) struct ShutdownState {
+    phase: Mutex<Phase>,
+    done: Condvar,
+}
+
+enum Phase {
+    /// No shutdown has begun.
+    Open,
+    /// The first shutdown runs; async waiters to wake when it is done.
+    Running(Vec<Waker>),
+    Done(ShutdownReport),
+}
+
+impl ShutdownState {
+    pub(crate) fn new() -> Self {
+        ShutdownState {
+            phase: Mutex::new(Phase::Open),
+            done: Condvar::new(),
+        }
     }
 
-    fn shut_down_once(&self, deadline: Duration) -> ShutdownReport {
-        let mut report = ShutdownReport::default();
-        let until = Instant::now() + deadline;
-        let core = &self.handle.core;
-        core.stopping.store(true, Ordering::SeqCst);
-        // Pairs with the fence in `submit` (see there).
-        fence(Ordering::SeqCst);
-        for (_, slot) in core.routes.snapshot() {
-            slot.send_cancel();
-            report.cancelled += 1;
-        }
-        {
-            let mut guard = core.drained.lock().unwrap_or_else(|p| p.into_inner());
-            // SeqCst: see `release_unpublished`.
-            while core.unpublished.load(Ordering::SeqCst) != 0 {
-                let now = Instant::now();
-                if now >= until {
-                    break;
-                }
-                guard = core
-                    .drained_cv
-                    .wait_timeout(guard, until - now)
-                    .unwrap_or_else(|p| p.into_inner())
-                    .0;
-            }
-        }
-        core.forcing.store(true, Ordering::SeqCst);
-        // Pairs with the fence in `submit` (see there).
-        fence(Ordering::SeqCst);
-        for (_, slot) in core.routes.snapshot() {
-            if slot.force(FORCED_CANCELLED) {
-                report.forced += 1;
-            }
-        }
-        report.workers_joined = stop_pool(core, until);
-        // What is still registered now: processes forced while running
-        // whose worker has not returned (it is stuck in a step, or slow to
-        // stop), and any a racing terminate or submit is still ending.
-        // Publish their results; a worker that returns later closes its
-        // process and finds the result already published.
-        for (_, slot) in core.routes.snapshot() {
-            if slot.force(FORCED_CANCELLED) {
-                report.forced += 1;
-            }
-            // Only a forced process's result is known here. One that ended
-            // on its own and is still in `close` publishes its own result
-            // when `close` returns.
-            if slot.force_won() {
-                slot.finish(Err(slot.forced_error()), None);
-            }
-        }
-        tracing::debug!(?report, "scheduler shut down");
-        report
+    /// Runs `f` on the phase, under the lock.
+    fn with<R>(&self, f: impl FnOnce(&mut Phase) -> R) -> R {
+        f(&mut self.phase.lock().unwrap_or_else(|p| p.into_inner()))
     }
+
+    /// Whether the caller is the first to shut down: it must run the
+    /// shutdown and then call `finish`.
+    fn claim(&self) -> bool {
+        self.with(|phase| {
+            if matches!(phase, Phase::Open) {
+                *phase = Phase::Running(Vec::new());
+                true
+            } else {
+                false
+            }
+        })
+    }
+
+    /// Stores the first shutdown's report and wakes every waiter.
+    fn finish(&self, report: ShutdownReport) {
+        let wakers = match self.with(|phase| std::mem::replace(phase, Phase::Done(report))) {
+            Phase::Running(wakers) => wakers,
+            Phase::Open | Phase::Done(_) => Vec::new(),
+        };
+        self.done.notify_all();
+        for waker in wakers {
+            waker.wake();
+        }
+    }
+}
+
+/// The first shutdown's report, as told to a call that was not the first.
+fn nothing_more(first: ShutdownReport) -> ShutdownReport {
+    ShutdownReport {
+        workers_joined: first.workers_joined,
+        ..ShutdownReport::default()
+    }
+}
+
+/// A shutdown in progress, from [`Handle::shutdown`]: a `Future` of its
+/// [`ShutdownReport`], or [`wait`](Shutdown::wait) for it. Dropping it
+/// does not stop the shutdown.
+///
+/// The report is the full one for the call that started the shutdown; a
+/// call made while another shutdown was already running gets that one's
+/// `workers_joined` and zero counts.
+///
+/// ```
+/// # use stepsched::{Context, Error, Events, Process, Status, StepOutput};
+/// # struct Noop;
+/// # impl Process for Noop {
+/// #     type Input = (); type Payload = (); type Command = String; type Output = ();
+/// #     fn init(&mut self, _: &Context, _: &str, _: ()) -> Result<(), Error> { Ok(()) }
+/// #     fn step(&mut self, _: Events<'_, ()>, out: &mut StepOutput<String, ()>) -> Result<(), Error> {
+/// #         out.set_status(Status::Idle);
+/// #         Ok(())
+/// #     }
+/// # }
+/// use std::time::Duration;
+/// use stepsched::Scheduler;
+///
+/// let scheduler = Scheduler::<Noop>::builder().workers(1).build().unwrap();
+/// let shutdown = scheduler.handle().shutdown(Duration::from_millis(10));
+/// // In async code: `let report = shutdown.await;`
+/// let report = shutdown.wait();
+/// assert!(report.workers_joined);
+/// ```
+#[must_use = "a Shutdown does nothing more; drop it to let the shutdown run on unobserved"]
+pub struct Shutdown {
+    shared: Arc<Shared>,
+    /// This call started the shutdown: it gets the full report.
+    first: bool,
+}
+
+impl Shutdown {
+    fn later(shared: Arc<Shared>) -> Self {
+        Shutdown {
+            shared,
+            first: false,
+        }
+    }
+
+    fn report(&self, report: ShutdownReport) -> ShutdownReport {
+        if self.first {
+            report
+        } else {
+            nothing_more(report)
+        }
+    }
+
+    /// Whether the shutdown has finished.
+    pub fn is_done(&self) -> bool {
+        self.shared
+            .shutdown
+            .with(|phase| matches!(phase, Phase::Done(_)))
+    }
+
+    /// Blocks until the shutdown has finished and returns its report.
+    pub fn wait(self) -> ShutdownReport {
+        let state = &self.shared.shutdown;
+        let mut phase = state.phase.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Phase::Done(report) = *phase {
+                return self.report(report);
+            }
+            phase = state.done.wait(phase).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
+
+impl Future for Shutdown {
+    type Output = ShutdownReport;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<ShutdownReport> {
+        let done = self.shared.shutdown.with(|phase| match phase {
+            Phase::Done(report) => Some(*report),
+            Phase::Running(wakers) => {
+                if !wakers.iter().any(|w| w.will_wake(cx.waker())) {
+                    wakers.push(cx.waker().clone());
+                }
+                None
+            }
+            Phase::Open => unreachable!("a Shutdown exists once a shutdown began"),
+        });
+        match done {
+            Some(report) => Poll::Ready(self.report(report)),
+            None => Poll::Pending,
+        }
+    }
+}
+
+impl fmt::Debug for Shutdown {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Shutdown")
+            .field("done", &self.is_done())
+            .finish_non_exhaustive()
+    }
+}
+
+/// [`Handle::shutdown`]: the first call runs the shutdown on a thread of
+/// its own (it may have been asked for on a worker, which it must join).
+pub(crate) fn start_shutdown<P: SchedProcess>(
+    core: &Arc<Core<P>>,
+    shared: &Arc<Shared>,
+    deadline: Duration,
+) -> Shutdown {
+    if !shared.shutdown.claim() {
+        return Shutdown::later(shared.clone());
+    }
+    run_detached(core.clone(), shared.clone(), deadline);
+    Shutdown {
+        shared: shared.clone(),
+        first: true,
+    }
+}
+
+#[cfg(not(stepsched_loom))]
+fn run_detached<P: SchedProcess>(core: Arc<Core<P>>, shared: Arc<Shared>, deadline: Duration) {
+    let (core2, shared2) = (core.clone(), shared.clone());
+    let spawned = std::thread::Builder::new()
+        .name("stepsched-shutdown".into())
+        .spawn(move || {
+            let report = shut_down_once(&core2, deadline);
+            shared2.shutdown.finish(report);
+        });
+    if spawned.is_err() {
+        // No thread: shut down here (on a worker, this waits out the
+        // deadline for itself, but still finishes).
+        let report = shut_down_once(&core, deadline);
+        shared.shutdown.finish(report);
+    }
+}
+
+/// Under loom every thread must be a loom thread: shut down on this one.
+#[cfg(stepsched_loom)]
+fn run_detached<P: SchedProcess>(core: Arc<Core<P>>, shared: Arc<Shared>, deadline: Duration) {
+    let report = shut_down_once(&core, deadline);
+    shared.shutdown.finish(report);
+}
+
+/// The shutdown itself; run once per scheduler (the caller claimed it).
+fn shut_down_once<P: SchedProcess>(core: &Arc<Core<P>>, deadline: Duration) -> ShutdownReport {
+    let mut report = ShutdownReport::default();
+    let until = Instant::now() + deadline;
+    core.stopping.store(true, Ordering::SeqCst);
+    // Pairs with the fence in `submit` (see there).
+    fence(Ordering::SeqCst);
+    for (_, slot) in core.routes.snapshot() {
+        slot.send_cancel();
+        report.cancelled += 1;
+    }
+    {
+        let mut guard = core.drained.lock().unwrap_or_else(|p| p.into_inner());
+        // SeqCst: see `release_unpublished`.
+        while core.unpublished.load(Ordering::SeqCst) != 0 {
+            let now = Instant::now();
+            if now >= until {
+                break;
+            }
+            guard = core
+                .drained_cv
+                .wait_timeout(guard, until - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+    core.forcing.store(true, Ordering::SeqCst);
+    // Pairs with the fence in `submit` (see there).
+    fence(Ordering::SeqCst);
+    for (_, slot) in core.routes.snapshot() {
+        if slot.force(FORCED_CANCELLED) {
+            report.forced += 1;
+        }
+    }
+    report.workers_joined = stop_pool(core, until);
+    // What is still registered now: processes forced while running
+    // whose worker has not returned (it is stuck in a step, or slow to
+    // stop), and any a racing terminate or submit is still ending.
+    // Publish their results; a worker that returns later closes its
+    // process and finds the result already published.
+    for (_, slot) in core.routes.snapshot() {
+        if slot.force(FORCED_CANCELLED) {
+            report.forced += 1;
+        }
+        // Only a forced process's result is known here. One that ended
+        // on its own and is still in `close` publishes its own result
+        // when `close` returns.
+        if slot.force_won() {
+            slot.finish(Err(slot.forced_error()), None);
+        }
+    }
+    tracing::debug!(?report, "scheduler shut down");
+    report
 }
 
 /// Stops the pool, waiting for the workers until `until` (at least a short

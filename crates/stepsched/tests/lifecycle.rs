@@ -206,7 +206,7 @@ fn a_reused_pid_is_never_touched_by_its_old_process() {
     );
     assert!(matches!(
         s.send(x, 2),
-        Err(stepsched::SendError::Finished(_, 2))
+        Err(stepsched::SendError::Closed(p)) if p.payload == 2
     ));
     go.wait();
     assert!(matches!(join(h1), Err(Error::Terminated)));
