@@ -1060,11 +1060,6 @@ impl<T> Stealer<T> {
         // Release of the last claim, so `pushes` below is never behind
         // them and `bottom` is never below `top`.
         let head = Head(self.inner.head.load(Ordering::Acquire));
-        if head.flight() != 0 {
-            // Another thief is claiming or copying a batch out: one at a
-            // time.
-            return Steal::Retry;
-        }
         // Relaxed: here only to tell an empty deque cheaply. The Acquire
         // load of the word above makes this value no older than the pushes
         // before the last pop, so an item that stays in the deque is seen;
@@ -1072,6 +1067,12 @@ impl<T> Stealer<T> {
         let pushes = self.inner.pushes.load(Ordering::Relaxed);
         if head.ends(pushes).len() == 0 {
             return Steal::Empty;
+        }
+        if head.flight() != 0 {
+            // Another thief is claiming or copying a batch out: one at a
+            // time. (Its claim may have moved `top` past the `bottom` we
+            // computed from older pushes; that lands here too.)
+            return Steal::Retry;
         }
         hook::run(hook::Point::BeforeReserve);
         let reserved = Head(head.0 | RESERVED);
