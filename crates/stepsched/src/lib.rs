@@ -103,6 +103,12 @@
 //! * [`Scheduler::shutdown`] never waits much past its deadline, and a
 //!   submit racing it either fails with [`SubmitError::Stopping`] or its
 //!   process completes.
+//! * [`Handle::shutdown`] may be called from any thread — a handler or a
+//!   step on one of the workers included — and returns at once; its
+//!   [`Shutdown`] is a `Future` of the report.
+//! * A failed [`Handle::send`] or [`Handle::terminate`] to a PID from
+//!   [`Handle::allocate_pid`] whose process has finished always answers
+//!   [`SendError::Closed`] / [`TerminateError::AlreadyComplete`].
 //!
 //! The design, with the life of a process through its states, is in
 //! `docs/architecture.md`.

@@ -177,7 +177,6 @@ fn nothing_more(first: ShutdownReport) -> ShutdownReport {
 /// let report = shutdown.wait();
 /// assert!(report.workers_joined);
 /// ```
-#[must_use = "a Shutdown does nothing more; drop it to let the shutdown run on unobserved"]
 pub struct Shutdown {
     shared: Arc<Shared>,
     /// This call started the shutdown: it gets the full report.
