@@ -284,19 +284,8 @@ pub(crate) fn mutants(args: &[String]) -> Result<(), String> {
                 match outcome {
                     Outcome::Passed { .. } => continue,
                     Outcome::Failed { detail } => {
-                        let named = match check {
-                            Check::Loom { filter, .. } | Check::Test { filter, .. } => {
-                                filter.as_deref().is_some_and(|f| {
-                                    detail == f || detail.ends_with(&format!("::{f}"))
-                                })
-                            }
-                        };
                         verdict = Verdict::Caught {
-                            by: if detail.is_empty() || named {
-                                check.to_string()
-                            } else {
-                                format!("{check}: {detail}")
-                            },
+                            by: caught_by(check, &detail),
                         };
                     }
                     Outcome::TimedOut => {
@@ -781,6 +770,59 @@ impl Runner {
             .is_some_and(|dir| dir.join("tests/loom.rs").exists())
     }
 
+    /// Whether `tests/loom.rs` may hold a test the check's filter selects:
+    /// every `::`-separated piece of the filter is part of an identifier
+    /// (a module or function of the file), so it must occur in its text.
+    /// Saves building a binary that would run nothing.
+    fn loom_test_may_match(&self, check: &Check) -> bool {
+        let Check::Loom {
+            package,
+            filter: Some(filter),
+        } = check
+        else {
+            return true;
+        };
+        let Some(text) = self
+            .dir(package)
+            .and_then(|dir| fs::read_to_string(dir.join("tests/loom.rs")).ok())
+        else {
+            return true;
+        };
+        filter.split("::").all(|piece| text.contains(piece))
+    }
+
+    /// As [`Runner::loom_test_may_match`], for the library's unit tests,
+    /// whose module names are spread over the files of `src/`.
+    fn lib_may_match(&self, check: &Check) -> bool {
+        fn texts(dir: &Path, out: &mut String) {
+            for entry in fs::read_dir(dir)
+                .into_iter()
+                .flatten()
+                .filter_map(Result::ok)
+            {
+                let path = entry.path();
+                if path.is_dir() {
+                    texts(&path, out);
+                } else if path.extension().is_some_and(|x| x == "rs") {
+                    out.push_str(&fs::read_to_string(&path).unwrap_or_default());
+                }
+            }
+        }
+        let Check::Loom {
+            package,
+            filter: Some(filter),
+        } = check
+        else {
+            return true;
+        };
+        let Some(dir) = self.dir(package) else {
+            return true;
+        };
+        let mut text = String::new();
+        texts(&dir.join("src"), &mut text);
+        filter.split("::").all(|piece| text.contains(piece))
+    }
+
     /// Whether the library has loom unit tests (a `loom_tests` module).
     fn has_lib_loom(&self, package: &str) -> bool {
         fn any_mentions(dir: &Path) -> bool {
@@ -807,12 +849,12 @@ impl Runner {
         match check {
             Check::Loom { package, .. } => {
                 let mut out = Vec::new();
-                if self.has_lib_loom(package) {
+                if self.has_lib_loom(package) && self.lib_may_match(check) {
                     let mut lib = self.cargo(true);
                     lib.args(["test", "--release", "-p", package, "--lib"]);
                     out.push(lib);
                 }
-                if self.has_loom_test(package) {
+                if self.has_loom_test(package) && self.loom_test_may_match(check) {
                     let mut it = self.cargo(true);
                     it.args(["test", "--release", "-p", package, "--test", "loom"]);
                     out.push(it);
@@ -978,6 +1020,23 @@ fn passed_tests(text: &str) -> usize {
         .sum()
 }
 
+/// The check, and the failing test unless the check's filter names it.
+fn caught_by(check: &Check, detail: &str) -> String {
+    let (test, aborted) = match detail.strip_suffix(" (aborted)") {
+        Some(test) => (test, " (aborted)"),
+        None => (detail, ""),
+    };
+    let filter = match check {
+        Check::Loom { filter, .. } | Check::Test { filter, .. } => filter.as_deref(),
+    };
+    let named = filter.is_some_and(|f| test == f || test.ends_with(&format!("::{f}")));
+    if named {
+        format!("{check}{aborted}")
+    } else {
+        format!("{check}: {detail}")
+    }
+}
+
 fn describe(outcome: &Outcome) -> String {
     match outcome {
         Outcome::Passed { tests } => format!("passed ({tests} test(s))"),
@@ -1086,8 +1145,10 @@ fn render_doc(
          and restores the file. Every listed mutation must be caught; one that no check \
          catches is reported as missed and fails the command. *Caught by* names the \
          first failing check and, where the test harness names it, the failing test; \
-         *timeout* means the check ran past the time limit and was killed. Seconds \
-         include rebuilding the mutated crate.\n\n",
+         *aborted* means the test binary aborted (a loom model that finds a deadlock or a \
+         race panics inside a model thread, which cannot unwind); *timeout* means the \
+         check ran past the time limit and was killed. Seconds include rebuilding the \
+         mutated crate.\n\n",
     );
     md.push_str(&format!(
         "{}; the run took {total:.0} s.\n\n",

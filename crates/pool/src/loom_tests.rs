@@ -8,6 +8,11 @@
 //!   an item queued during the drain runs exactly once.
 //! * Two workers stealing from a third through the real search path
 //!   (`Search::find`: local pop, inbox, global, steal-half, inboxes).
+//! * The last searcher's re-check: a producer skips its wake-up for a
+//!   searcher, which then finds other work and must wake a sleeper for the
+//!   item after its fence.
+//! * The submission gate alone: an accepted push happens before `close`
+//!   returns (a plain write that loom checks for a data race).
 //!
 //! A lost wake-up shows as a loom deadlock (the producer joins a worker that
 //! is blocked on its condition variable); every model also checks a
@@ -190,5 +195,99 @@ fn two_workers_steal_from_a_third() {
             (0..ITEMS).collect::<Vec<_>>(),
             "an item was lost or taken twice"
         );
+    });
+}
+
+#[test]
+fn last_searcher_rechecks_a_deque_push() {
+    // Worker 1 is searching; worker 2 parks watching worker 0's deque. The
+    // model thread (worker 0) pushes an item on its deque and announces it;
+    // seeing a searcher, it may skip the wake-up. Worker 1 then finds other
+    // work (item 10 in worker 2's deque) and, as the last searcher to stop,
+    // must re-check every deque after its fence and wake worker 2 for the
+    // pushed item. The deques are the real lock-free ones, so no lock hides
+    // a missing fence on either side.
+    loom::model(|| {
+        let deques = [Deque::new(), Deque::new(), Deque::new()];
+        let shared = Arc::new(Shared::new(
+            deques.iter().map(Deque::stealer).collect(),
+            Box::new(|_: usize, _: &WorkerContext<usize>| {}),
+        ));
+        deques[2].push(10usize);
+        shared.sleep.start_searching();
+        let searcher = {
+            let shared = shared.clone();
+            let victim = deques[2].stealer();
+            thread::spawn(move || {
+                let item = loop {
+                    match victim.steal() {
+                        Steal::Success(item) => break item,
+                        Steal::Retry => thread::yield_now(),
+                        Steal::Empty => panic!("item 10 vanished"),
+                    }
+                };
+                if shared.sleep.stop_searching() {
+                    shared.notify_if_work();
+                }
+                item
+            })
+        };
+        let parked = {
+            let shared = shared.clone();
+            let stealer = deques[0].stealer();
+            thread::spawn(move || sleeper(&shared.sleep, 2, &stealer, false))
+        };
+        deques[0].push(7usize);
+        shared.sleep.notify_one(None);
+        assert_eq!(searcher.join().unwrap(), 10);
+        // A lost wake-up leaves worker 2 parked: loom reports a deadlock.
+        assert_eq!(parked.join().unwrap(), Some(7));
+        assert_eq!(deques[0].pop(), None);
+    });
+}
+
+/// A value written by an accepted submitter inside the gate and read by the
+/// closer once `close` returns. Loom reports the two accesses as a data
+/// race unless the gate orders the write before the read.
+struct Pushed(loom::cell::UnsafeCell<usize>);
+
+// SAFETY: the accesses are ordered by the gate; that is what the model
+// checks (loom tracks every access to the cell).
+unsafe impl Sync for Pushed {}
+
+#[test]
+fn gate_close_waits_for_an_accepted_push() {
+    // A submitter races shutdown's `close`. If it got in, its push (here a
+    // plain write) must happen before `close` returns; if it was refused it
+    // writes nothing. The real pool pushes into a lock-free queue, whose
+    // loom stand-in is a mutex that would hide a missing Release/Acquire on
+    // the gate, hence this model of the gate alone.
+    loom::model(|| {
+        let deque = Deque::<usize>::new();
+        let shared = Arc::new(Shared::new(
+            vec![deque.stealer()],
+            Box::new(|_: usize, _: &WorkerContext<usize>| {}),
+        ));
+        let pushed = Arc::new(Pushed(loom::cell::UnsafeCell::new(0)));
+        let submitter = {
+            let shared = shared.clone();
+            let pushed = pushed.clone();
+            thread::spawn(move || {
+                if !shared.gate.enter() {
+                    return false;
+                }
+                // SAFETY: only an accepted submitter writes, before it
+                // leaves the gate.
+                pushed.0.with_mut(|p| unsafe { *p = 7 });
+                shared.gate.leave();
+                true
+            })
+        };
+        shared.gate.close();
+        // SAFETY: the gate is closed and empty: a refused submitter writes
+        // nothing, and an accepted one wrote before it left.
+        let seen = pushed.0.with(|p| unsafe { *p });
+        let accepted = submitter.join().unwrap();
+        assert_eq!(seen, if accepted { 7 } else { 0 });
     });
 }
