@@ -107,7 +107,7 @@ impl<P: SchedProcess> Builder<P> {
     }
 
     /// The most processes alive at once; `submit` beyond it fails with
-    /// [`SubmitError::LimitReached`]. The limit is exact under concurrent
+    /// [`SubmitError::LimitReached`](crate::SubmitError::LimitReached). The limit is exact under concurrent
     /// submits.
     pub fn max_processes(mut self, max: usize) -> Self {
         self.max_processes = max;
@@ -126,7 +126,7 @@ impl<P: SchedProcess> Builder<P> {
         self
     }
 
-    /// Registers the handler for commands named `name` (see [`Command`]).
+    /// Registers the handler for commands named `name` (see [`Command`](crate::Command)).
     pub fn handler(mut self, name: impl Into<String>, handler: impl Handler<P>) -> Self {
         self.handlers.insert(name.into(), Arc::new(handler));
         self

@@ -20,7 +20,7 @@ pub struct ShutdownReport {
     /// Processes that got a cancel event.
     pub cancelled: usize,
     /// Processes still live at the deadline, forced to complete with
-    /// [`Error::Cancelled`] (closed at once, or by their worker when the
+    /// [`Error::Cancelled`](crate::Error::Cancelled) (closed at once, or by their worker when the
     /// step it is running returns).
     pub forced: usize,
     /// Whether every worker thread exited before the deadline (false if a
