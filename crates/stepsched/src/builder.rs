@@ -107,8 +107,8 @@ impl<P: SchedProcess> Builder<P> {
     }
 
     /// The most processes alive at once; `submit` beyond it fails with
-    /// [`SubmitError::LimitReached`](crate::SubmitError::LimitReached). The limit is exact under concurrent
-    /// submits.
+    /// [`SubmitError::LimitReached`](crate::SubmitError::LimitReached).
+    /// The limit is exact under concurrent submits.
     pub fn max_processes(mut self, max: usize) -> Self {
         self.max_processes = max;
         self
