@@ -142,6 +142,12 @@ pub use stepsched_pool as pool;
 pub use stepsched_process as process;
 pub use stepsched_relay as relay;
 
+/// Under loom only: whether processes submitted from this thread create
+/// their event queue at once (see `tests/loom.rs`).
+#[cfg(stepsched_loom)]
+#[doc(hidden)]
+pub use primitive::once::eager_event_queues;
+
 pub use builder::Builder;
 pub use error::{SubmitError, TerminateError};
 pub use handle::Handle;

@@ -42,6 +42,25 @@ pub(crate) mod once {
     #[cfg(stepsched_loom)]
     pub(crate) use self::model::OnceLock;
 
+    #[cfg(stepsched_loom)]
+    std::thread_local! {
+        static EAGER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+
+    /// Under loom: whether slots made on this thread create their event
+    /// queue at once rather than on the first event. The whole-scheduler
+    /// model turns it on to keep its state space to minutes; a smaller
+    /// model leaves it off and checks the lazy creation race.
+    #[cfg(stepsched_loom)]
+    pub fn eager_event_queues(on: bool) {
+        EAGER.with(|e| e.set(on));
+    }
+
+    #[cfg(stepsched_loom)]
+    pub(crate) fn eager() -> bool {
+        EAGER.with(|e| e.get())
+    }
+
     /// Under loom, a once-cell built on a loom `AtomicPtr`, so that the
     /// models see the happens-before edge from the thread that creates the
     /// value to every thread that uses it (loom cannot see the one inside

@@ -433,7 +433,7 @@ where
 impl<P: Process + 'static> Slot<P> {
     /// A slot for a process whose `init` succeeded, Ready, not yet routed.
     pub(crate) fn new(pid: Pid, core: Arc<Core<P>>, process: P, cancel: CancelToken) -> Arc<Self> {
-        Arc::new(Slot {
+        let slot = Arc::new(Slot {
             pid,
             core,
             state: StateCell::new(),
@@ -452,7 +452,14 @@ impl<P: Process + 'static> Slot<P> {
             parked_as: AtomicU8::new(Waiting::Idle as u8),
             result: ResultCell::new(),
             inline: UnsafeCell::new(Vec::new()),
-        })
+        });
+        // Under loom the whole-scheduler model asks for the queue at once
+        // (see `primitive::once::eager_event_queues`).
+        #[cfg(stepsched_loom)]
+        if crate::primitive::once::eager() {
+            let _ = slot.sender();
+        }
+        slot
     }
 
     /// The producers' side of the event queue, created on first use.

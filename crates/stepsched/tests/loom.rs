@@ -13,9 +13,12 @@
 //! * nothing hangs: a lost wake-up would leave the joining thread and the
 //!   workers blocked, which loom reports as a deadlock.
 //!
-//! The event queue is created by the process's first event, as in normal
-//! builds (through a loom-visible once-cell), so the sender and the
-//! completer race to create it.
+//! In these two models the event queue is made with the process (loom
+//! would need hours for the whole model with the lazy creation's extra
+//! interleavings); `first_events_race_to_create_the_queue` checks that
+//! creation race on its own: one worker and two senders whose messages
+//! are the process's first events, through the loom-visible once-cell that
+//! normal builds replace with std's `OnceLock`.
 //!
 //! # What this model cannot see, and what covers it instead
 //!
@@ -32,6 +35,8 @@
 //!   cell, whose models in `stepsched-process` hold the body, the events and
 //!   the forcer's reason in loom cells; here the `in_step` probe checks that
 //!   steps never overlap.
+//! * **The lazy event queue** in the whole model: covered by
+//!   `first_events_race_to_create_the_queue` (see above).
 //! * **The routing table.** dashmap's shard locks are not loom's, so routes
 //!   are outside the model. Register, lookup and compare-before-delete are
 //!   checked by the relay crate's ledger tests
@@ -80,6 +85,9 @@ struct Proc {
     yielded: bool,
     completion: u64,
     message: u64,
+    /// Messages to see before finishing, and seen so far.
+    needed: u32,
+    seen: u32,
 }
 
 impl Process for Proc {
@@ -105,7 +113,10 @@ impl Process for Proc {
                 stepsched::EventKind::Completion => {
                     self.completion += event.into_data().unwrap_or(0)
                 }
-                stepsched::EventKind::Message => self.message += event.into_data().unwrap_or(0),
+                stepsched::EventKind::Message => {
+                    self.seen += 1;
+                    self.message += event.into_data().unwrap_or(0)
+                }
                 stepsched::EventKind::Cancel => {}
             }
         }
@@ -115,7 +126,7 @@ impl Process for Proc {
             out.set_status(Status::Yield);
         } else if self.completion == 0 {
             out.set_status(Status::Yield);
-        } else if self.message == 0 {
+        } else if self.seen < self.needed {
             out.set_status(Status::Idle);
         } else {
             out.set_status(Status::Done(self.completion * 100 + self.message));
@@ -136,6 +147,7 @@ fn completion_from_another_thread_and_a_message_race_the_workers() {
     let mut model = loom::model::Builder::new();
     model.preemption_bound = Some(1);
     model.check(|| {
+        stepsched::eager_event_queues(true);
         let probe = Probe::new();
         let scheduler = Scheduler::<Proc>::builder()
             .workers(2)
@@ -152,6 +164,8 @@ fn completion_from_another_thread_and_a_message_race_the_workers() {
             yielded: false,
             completion: 0,
             message: 0,
+            needed: 1,
+            seen: 0,
         };
         let join = scheduler.submit(pid, process, "run", ()).unwrap();
         let handle = scheduler.handle();
@@ -176,6 +190,7 @@ fn one_step_process_completes() {
     let mut model = loom::model::Builder::new();
     model.preemption_bound = Some(1);
     model.check(|| {
+        stepsched::eager_event_queues(true);
         let probe = Probe::new();
         let scheduler = Scheduler::<Proc>::builder().workers(2).build().unwrap();
         let pid = scheduler.allocate_pid();
@@ -184,10 +199,54 @@ fn one_step_process_completes() {
             yielded: true,
             completion: 1,
             message: 1,
+            needed: 0,
+            seen: 0,
         };
         let join = scheduler.submit(pid, process, "run", ()).unwrap();
         assert_eq!(join.join().unwrap(), 101);
         drop(scheduler);
         assert_eq!(probe.closes.load(SeqCst), 1);
+    });
+}
+
+/// Two senders' messages are the first events of an idle process: both
+/// race to create its event queue (lazily, as in normal builds) while the
+/// one worker may be stepping or parking it. Both messages arrive, once.
+#[test]
+fn first_events_race_to_create_the_queue() {
+    let mut model = loom::model::Builder::new();
+    model.preemption_bound = Some(2);
+    model.check(|| {
+        stepsched::eager_event_queues(false);
+        let probe = Probe::new();
+        let scheduler = Scheduler::<Proc>::builder().workers(1).build().unwrap();
+        let pid = scheduler.allocate_pid();
+        // Already yielded and completed: it waits (Idle) for two messages.
+        let process = Proc {
+            probe: probe.clone(),
+            yielded: true,
+            completion: 1,
+            message: 0,
+            needed: 2,
+            seen: 0,
+        };
+        let join = scheduler.submit(pid, process, "run", ()).unwrap();
+        let senders: Vec<_> = [10u64, 20]
+            .into_iter()
+            .map(|m| {
+                let handle = scheduler.handle();
+                thread::spawn(move || handle.send(pid, m).is_ok())
+            })
+            .collect();
+        for sender in senders {
+            assert!(
+                sender.join().unwrap(),
+                "the process is live until it has both"
+            );
+        }
+        assert_eq!(join.join().unwrap(), 130, "a first message was lost");
+        drop(scheduler);
+        assert_eq!(probe.overlaps.load(SeqCst), 0, "two steps overlapped");
+        assert_eq!(probe.closes.load(SeqCst), 1, "close must run exactly once");
     });
 }
