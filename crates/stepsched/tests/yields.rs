@@ -209,10 +209,12 @@ fn panicking_handler_and_dropped_completer_become_error_completions() {
 fn a_completer_used_after_its_process_ended_returns_false() {
     let stash: Arc<Mutex<Vec<Completer<FnProc>>>> = Arc::default();
     let held = stash.clone();
+    let (dispatched, was_dispatched) = channel();
     let s = Builder::new()
         .workers(2)
         .handler("hold", move |_: Cmd, done: Completer<FnProc>| {
-            held.lock().unwrap().push(done)
+            held.lock().unwrap().push(done);
+            let _ = dispatched.send(());
         })
         .build()
         .unwrap();
@@ -255,10 +257,12 @@ fn a_completer_used_after_its_process_ended_returns_false() {
 fn a_stale_completer_never_reaches_a_new_process_with_the_same_pid() {
     let stash: Arc<Mutex<Vec<Completer<FnProc>>>> = Arc::default();
     let held = stash.clone();
+    let (dispatched, was_dispatched) = channel();
     let s = Builder::new()
         .workers(2)
         .handler("hold", move |_: Cmd, done: Completer<FnProc>| {
-            held.lock().unwrap().push(done)
+            held.lock().unwrap().push(done);
+            let _ = dispatched.send(());
         })
         .build()
         .unwrap();
@@ -269,7 +273,9 @@ fn a_stale_completer_never_reaches_a_new_process_with_the_same_pid() {
     let h1 = s
         .submit(pid, yielder(&old, vec![(1, cmd("hold", 0))], tx), "main", 0)
         .unwrap();
-    old.wait_steps(1);
+    // Once the yield reached its handler (a terminate before that would
+    // leave it undispatched, and nothing stashed).
+    was_dispatched.recv().unwrap();
     s.terminate(pid).unwrap();
     assert!(matches!(join(h1), Err(Error::Terminated)));
     old.wait_closed(1);
