@@ -25,7 +25,7 @@
 //! # Ending: close, then publish
 //!
 //! A process ends in one of two ways: its step finishes it (`Done`, an
-//! error, a panic), or a *forcer* — [`Handle::terminate`], or shutdown at
+//! error, a panic), or a *forcer* — [`Handle::terminate`](crate::Handle::terminate), or shutdown at
 //! its deadline — moves it to Complete. A forcer first claims the slot's
 //! `forced` word (one forcer per process, so the error that is published
 //! is the winner's), then calls `force_complete`. Exactly one of the
@@ -40,7 +40,7 @@
 //! same party, once (the slot's `finished` flag): the route is removed
 //! (compare-before-delete, so a newer process with the same PID keeps its
 //! route), the completion hook runs, the process's place under the limit
-//! is released, and the result is stored for the [`JoinHandle`]. So when
+//! is released, and the result is stored for the [`JoinHandle`](crate::JoinHandle). So when
 //! `join` returns, `close` has run, the hook has run and the PID can be
 //! reused. The one exception is a forced process whose step never returns
 //! at shutdown: shutdown publishes `Cancelled` for it without waiting (the
@@ -132,7 +132,7 @@ pub(crate) struct Core<P: Process + 'static> {
 /// `fetch_add` to one of [`SHARED_LINES`] shared lines, picked per thread.
 ///
 /// Phase counts are not stored: each is summed at read time from the
-/// transitions into and out of its phase ([`CounterLines::phases`]). Every
+/// transitions into and out of its phase ([`CounterLines::totals`]). Every
 /// transition is counted by the thread that made it, on that thread's line.
 /// A submitted process enters Ready (counted by `Core::submitted`).
 #[derive(Default)]
@@ -313,7 +313,7 @@ pub(crate) fn bump(counter: &AtomicU64, owned: bool) {
 }
 
 /// A slot in a run queue, with the number of times in a row it was
-/// requeued locally after a wake while running (see [`LOCAL_REQUEUES`]).
+/// requeued locally after a wake while running (see `LOCAL_REQUEUES` in `step.rs`).
 pub(crate) struct Task<P: Process + 'static>(pub(crate) Arc<Slot<P>>, pub(crate) u32);
 
 // SAFETY: a `Task` is only made by `Task::new`, which requires
