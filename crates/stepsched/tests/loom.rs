@@ -215,7 +215,7 @@ fn one_step_process_completes() {
 #[test]
 fn first_events_race_to_create_the_queue() {
     let mut model = loom::model::Builder::new();
-    model.preemption_bound = Some(2);
+    model.preemption_bound = Some(1);
     model.check(|| {
         stepsched::eager_event_queues(false);
         let probe = Probe::new();
