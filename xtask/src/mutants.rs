@@ -65,6 +65,21 @@ impl Check {
         }
     }
 
+    /// The same check without its name filter (what it builds).
+    fn unfiltered(&self) -> Check {
+        match self {
+            Check::Loom { package, .. } => Check::Loom {
+                package: package.clone(),
+                filter: None,
+            },
+            Check::Test { package, test, .. } => Check::Test {
+                package: package.clone(),
+                test: test.clone(),
+                filter: None,
+            },
+        }
+    }
+
     fn parse(value: &str) -> Result<Check, String> {
         let words: Vec<&str> = value.split_whitespace().collect();
         match words.as_slice() {
@@ -230,12 +245,9 @@ pub(crate) fn mutants(args: &[String]) -> Result<(), String> {
     println!("\n== build ==");
     let mut built = BTreeSet::new();
     for check in &distinct {
-        let key = (
-            check.package().to_string(),
-            matches!(check, Check::Loom { .. }),
-        );
-        if built.insert(key) {
-            runner.build(check)?;
+        let whole = check.unfiltered();
+        if built.insert(whole.to_string()) {
+            runner.build(&whole)?;
         }
     }
     println!(
