@@ -35,7 +35,7 @@ const TASKS: &[(&str, &str)] = &[
     ),
     (
         "mutants [--ci] [--write-doc] [name..]",
-        "mutation ledger: applies each mutation of xtask/mutants/*.txt to a scratch copy (target/mutants) and runs the checks that must catch it; --ci: LOOM_MAX_PREEMPTIONS=2 (else 3); --preemptions N; --timeout S per check (600); --write-doc: docs/mutants.md",
+        "mutation ledger: applies each mutation of xtask/mutants/*.txt to a scratch copy (target/mutants) and runs the checks that must catch it; --ci: LOOM_MAX_PREEMPTIONS=2 (else 3); --preemptions N; --timeout S: least time limit per check (600; else 3x its baseline); --scratch DIR; --write-doc: docs/mutants.md",
     ),
     (
         "ci",

@@ -15,8 +15,11 @@
 //! 4. per mutation, replaces the `find` text (which must occur exactly once)
 //!    by the `replace` text in the scratch file, runs the mutation's checks in
 //!    order until one fails (caught) or all pass (missed), and restores the
-//!    file. A check that runs past the timeout has its whole process group
-//!    killed and counts as caught "by timeout", shown as such;
+//!    file. A check that runs past its time limit (the larger of
+//!    `--timeout` and three times its baseline time, so a model that is
+//!    merely slow on a loaded machine is not mistaken for a hang) has its
+//!    whole process group killed and counts as caught "by timeout", shown as
+//!    such;
 //! 5. prints the table and, with `--write-doc`, writes `docs/mutants.md`.
 //!
 //! It fails if any mutation is missed or does not build.
@@ -36,8 +39,12 @@ use crate::{bench_report, cargo, root};
 const CI_PREEMPTIONS: &str = "2";
 /// LOOM_MAX_PREEMPTIONS of the full ledger, run by hand.
 const FULL_PREEMPTIONS: &str = "3";
-/// Seconds a check may run (after the dependencies are built).
+/// Seconds a check may run on a mutation at least (after the dependencies
+/// are built); a check may also take three times its baseline time.
 const DEFAULT_TIMEOUT: u64 = 600;
+/// A mutated check may run this many times its baseline time.
+const SLOWDOWN: u32 = 3;
+/// The baseline runs under `SLOWDOWN` times the timeout: a hang guard only.
 /// Ledger files come in layer order; others follow alphabetically.
 const LAYERS: &[&str] = &["deque", "mpsc", "process", "pool", "relay", "stepsched"];
 
@@ -213,7 +220,7 @@ pub(crate) fn mutants(args: &[String]) -> Result<(), String> {
     let copied = mirror(&root, &src)?;
     println!(
         "mutants: {} mutation(s); scratch copy {} ({copied} file(s) refreshed); \
-         LOOM_MAX_PREEMPTIONS={}; timeout {} s per check",
+         LOOM_MAX_PREEMPTIONS={}; time limit per check max({} s, {SLOWDOWN} x baseline)",
         ledger.len(),
         src.display(),
         opts.preemptions,
@@ -231,7 +238,6 @@ pub(crate) fn mutants(args: &[String]) -> Result<(), String> {
         target: opts.scratch.join("target"),
         logs,
         preemptions: opts.preemptions.clone(),
-        timeout: opts.timeout,
         packages,
     };
 
@@ -257,7 +263,7 @@ pub(crate) fn mutants(args: &[String]) -> Result<(), String> {
     let mut baseline = Vec::new();
     for (i, check) in distinct.iter().enumerate() {
         let t = Instant::now();
-        let outcome = runner.check(check, &format!("baseline-{i:02}"))?;
+        let outcome = runner.check(check, &format!("baseline-{i:02}"), opts.timeout * SLOWDOWN)?;
         let secs = t.elapsed().as_secs_f64();
         match outcome {
             Outcome::Passed { tests } if tests > 0 => {
@@ -291,7 +297,14 @@ pub(crate) fn mutants(args: &[String]) -> Result<(), String> {
             let _applied = Applied::apply(&src.join(&m.file), &m.find, &m.replace)?;
             let mut verdict = Verdict::Missed;
             for (j, check) in m.checks.iter().enumerate() {
-                let outcome = runner.check(check, &format!("m{i:03}-{j}"))?;
+                let base = baseline
+                    .iter()
+                    .find(|(c, _, _)| c == check)
+                    .map_or(0.0, |(_, _, secs)| *secs);
+                let limit = opts
+                    .timeout
+                    .max(Duration::from_secs_f64(base * f64::from(SLOWDOWN)));
+                let outcome = runner.check(check, &format!("m{i:03}-{j}"), limit)?;
                 println!("   {check}: {}", describe(&outcome));
                 match outcome {
                     Outcome::Passed { .. } => continue,
@@ -748,7 +761,6 @@ struct Runner {
     target: PathBuf,
     logs: PathBuf,
     preemptions: String,
-    timeout: Duration,
     packages: Vec<(String, PathBuf)>,
 }
 
@@ -894,9 +906,9 @@ impl Runner {
         Ok(())
     }
 
-    /// Runs one check; `tag` names its log files.
-    fn check(&self, check: &Check, tag: &str) -> Result<Outcome, String> {
-        let deadline = Instant::now() + self.timeout;
+    /// Runs one check, for at most `limit`; `tag` names its log files.
+    fn check(&self, check: &Check, tag: &str, limit: Duration) -> Result<Outcome, String> {
+        let deadline = Instant::now() + limit;
         let mut tests = 0;
         for (k, mut cmd) in self.commands(check).into_iter().enumerate() {
             let log = self.logs.join(format!("{tag}.{k}.log"));
@@ -1143,9 +1155,10 @@ fn render_doc(
     let mut md = String::new();
     md.push_str("# Mutation ledger\n\n");
     md.push_str(&format!(
-        "Generated {} by `{command}` (loom models at `LOOM_MAX_PREEMPTIONS={}`, \
-         {} s per check at most). Do not edit: the list is `xtask/mutants/*.txt` and \
-         this file is written by the command.\n\n",
+        "Generated {} by `{command}` (loom models at `LOOM_MAX_PREEMPTIONS={}`; \
+         a check on a mutation may run for the larger of {} s and {SLOWDOWN} times its \
+         baseline time). Do not edit: the list is `xtask/mutants/*.txt` and this file \
+         is written by the command.\n\n",
         bench_report::utc(now),
         opts.preemptions,
         opts.timeout.as_secs()
