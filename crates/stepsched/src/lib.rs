@@ -155,6 +155,7 @@ pub use handler::{Command, Completer, Handler};
 pub use join::JoinHandle;
 pub use scheduler::{Scheduler, Shutdown, ShutdownReport};
 pub use stats::Stats;
+pub use stepsched_pool::WorkerStats;
 pub use stepsched_process::{
     CancelToken, Context, Error, Event, EventKind, Events, Process, Status, StepOutput, Tag, Yield,
 };
