@@ -171,11 +171,9 @@ impl<P: SchedProcess> Core<P> {
                     return self.end(&slot, Err(e), worker);
                 }
             };
-            // Terminated while the step ran: its yields are not dispatched.
-            if slot.state.load().is_complete() {
-                break (Park::Terminated, false);
-            }
-            // Yields are dispatched whatever the status (see `Status`).
+            // Yields are dispatched whatever the status (see `Status`);
+            // `dispatch` looks at the state cell before each one, so none
+            // is dispatched once a terminate has landed.
             if !body.out.yields().is_empty() {
                 self.dispatch(handlers, &slot, &mut body.out);
             }
