@@ -159,6 +159,10 @@ struct Mutant {
     find: String,
     replace: String,
     checks: Vec<Check>,
+    /// `finding <reason>`: no check can catch this mutation, and why. A
+    /// finding is kept in the list (it names a real ordering that no model
+    /// sees) and reported, not counted as a failure.
+    finding: Option<String>,
     /// `xtask/mutants/<file>.txt:<line>` of the block's first line.
     origin: String,
 }
@@ -179,10 +183,18 @@ enum Outcome {
 /// What became of one mutation.
 #[derive(Debug)]
 enum Verdict {
-    Caught { by: String },
-    CaughtByTimeout { by: String },
+    Caught {
+        by: String,
+    },
+    CaughtByTimeout {
+        by: String,
+    },
     Missed,
-    DoesNotBuild { by: String },
+    /// Missed, as its `finding` line says it must be.
+    Finding,
+    DoesNotBuild {
+        by: String,
+    },
 }
 
 struct Row<'a> {
@@ -326,7 +338,10 @@ pub(crate) fn mutants(args: &[String]) -> Result<(), String> {
                 }
                 break;
             }
-            verdict
+            match (verdict, &m.finding) {
+                (Verdict::Missed, Some(_)) => Verdict::Finding,
+                (verdict, _) => verdict,
+            }
         };
         let secs = t.elapsed().as_secs_f64();
         println!("   => {} ({secs:.1} s)", verdict_text(&verdict));
@@ -472,6 +487,7 @@ fn parse_ledger(text: &str, shown: &str) -> Result<Vec<Mutant>, String> {
         file: Option<String>,
         find: Option<String>,
         replace: Option<String>,
+        finding: Option<String>,
         checks: Vec<Check>,
     }
     fn finish(b: Block, shown: &str) -> Result<Mutant, String> {
@@ -494,6 +510,7 @@ fn parse_ledger(text: &str, shown: &str) -> Result<Vec<Mutant>, String> {
             find,
             replace,
             checks: b.checks,
+            finding: b.finding,
             origin,
         })
     }
@@ -538,6 +555,7 @@ fn parse_ledger(text: &str, shown: &str) -> Result<Vec<Mutant>, String> {
             "file" => &mut b.file,
             "find" => &mut b.find,
             "replace" => &mut b.replace,
+            "finding" => &mut b.finding,
             "check" => {
                 let check = Check::parse(&value).map_err(|e| format!("{at}: {e}"))?;
                 b.checks.push(check);
@@ -545,7 +563,7 @@ fn parse_ledger(text: &str, shown: &str) -> Result<Vec<Mutant>, String> {
             }
             other => {
                 return Err(format!(
-                    "{at}: unknown key `{other}` (keys: mutant, why, file, find, replace, check)"
+                    "{at}: unknown key `{other}` (keys: mutant, why, file, find, replace, check, finding)"
                 ));
             }
         };
@@ -1075,6 +1093,7 @@ fn verdict_text(v: &Verdict) -> String {
         Verdict::Caught { by } => format!("caught by {by}"),
         Verdict::CaughtByTimeout { by } => format!("caught by timeout: {by}"),
         Verdict::Missed => "MISSED".into(),
+        Verdict::Finding => "missed: a finding (no check can catch it)".into(),
         Verdict::DoesNotBuild { by } => format!("DOES NOT BUILD ({by})"),
     }
 }
@@ -1084,6 +1103,7 @@ fn caught_cell(v: &Verdict) -> String {
         Verdict::Caught { by } => by.clone(),
         Verdict::CaughtByTimeout { by } => format!("timeout ({by})"),
         Verdict::Missed => "**MISSED**".into(),
+        Verdict::Finding => "*missed: finding* (see below)".into(),
         Verdict::DoesNotBuild { by } => format!("**does not build** ({by})"),
     }
 }
@@ -1093,9 +1113,11 @@ fn summary(rows: &[Row<'_>]) -> String {
     let caught = count(|v| matches!(v, Verdict::Caught { .. }));
     let timeout = count(|v| matches!(v, Verdict::CaughtByTimeout { .. }));
     let missed = count(|v| matches!(v, Verdict::Missed));
+    let findings = count(|v| matches!(v, Verdict::Finding));
     let broken = count(|v| matches!(v, Verdict::DoesNotBuild { .. }));
     let mut s = format!(
-        "{} mutation(s): {} caught by a failing check, {timeout} by timeout, {missed} missed",
+        "{} mutation(s): {} caught by a failing check, {timeout} by timeout, {missed} missed, \
+         {findings} finding(s) no check can catch",
         rows.len(),
         caught
     );
@@ -1168,7 +1190,9 @@ fn render_doc(
          fence or re-check. The command applies it to a scratch copy of the workspace \
          (`target/mutants/src`), runs the checks listed for it in order until one fails, \
          and restores the file. Every listed mutation must be caught; one that no check \
-         catches is reported as missed and fails the command. *Caught by* names the \
+         catches is reported as missed and fails the command, unless its ledger entry \
+         records a *finding*: an ordering that is needed but that no model or test can \
+         observe, with the reason, listed at the end of this page. *Caught by* names the \
          first failing check and, where the test harness names it, the failing test; \
          *aborted* means the test binary aborted (a loom model that finds a deadlock or a \
          race panics inside a model thread, which cannot unwind); *timeout* means the \
@@ -1190,6 +1214,22 @@ fn render_doc(
             cell(&caught_cell(&r.verdict)),
             r.secs
         ));
+    }
+    let findings: Vec<&Row<'_>> = rows.iter().filter(|r| r.mutant.finding.is_some()).collect();
+    if !findings.is_empty() {
+        md.push_str("\n## Findings\n\nMutations that no check can catch, kept in the list because the code they break is real. Each says why no model or test observes it.\n\n");
+        for r in findings {
+            let status = if matches!(r.verdict, Verdict::Finding) {
+                "missed, as expected"
+            } else {
+                "caught after all: drop its `finding` line"
+            };
+            md.push_str(&format!(
+                "- `{}` ({status}): {}\n",
+                r.mutant.name,
+                cell(r.mutant.finding.as_deref().unwrap_or_default())
+            ));
+        }
     }
     md.push_str("\n## Baseline\n\nEvery check, once on the unmutated copy (all must pass before any mutation runs).\n\n");
     md.push_str("| check | tests | seconds |\n|---|---|---|\n");
@@ -1219,6 +1259,16 @@ fn render_doc(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_finding_is_parsed_and_optional() {
+        let text = "mutant a/b\nwhy w\nfile f\nfind x\nreplace y\ncheck loom p\n\
+                    finding loom does not model it\n\nmutant a/c\nwhy w\nfile f\n\
+                    find x\nreplace y\ncheck loom p\n";
+        let ms = parse_ledger(text, "t.txt").unwrap();
+        assert_eq!(ms[0].finding.as_deref(), Some("loom does not model it"));
+        assert_eq!(ms[1].finding, None);
+    }
 
     #[test]
     fn parses_a_block_with_padded_keys_and_newlines() {
