@@ -235,11 +235,12 @@ enum Bench {
 
 impl Process for Bench {
     type Input = ();
-    type Payload = u64;
+    type Message = u64;
+    type Response = u64;
     type Command = &'static str;
     type Output = u64;
 
-    fn init(&mut self, _: &Context, method: &str, (): ()) -> Result<(), Error> {
+    fn init(&mut self, _: &Context<'_, Self>, method: &str, (): ()) -> Result<(), Error> {
         match method {
             "run" => Ok(()),
             other => Err(Error::UnknownMethod(other.to_owned())),
@@ -248,6 +249,7 @@ impl Process for Bench {
 
     fn step(
         &mut self,
+        _cx: &mut Context<'_, Self>,
         events: Events<'_, u64>,
         out: &mut StepOutput<&'static str, u64>,
     ) -> Result<(), Error> {
@@ -260,7 +262,7 @@ impl Process for Bench {
                             result?;
                         }
                         Event::Cancel => return Err(Error::Cancelled),
-                        Event::Message(_) => {}
+                        Event::Message { .. } => {}
                     }
                 }
                 if *left == 0 {
@@ -289,7 +291,7 @@ impl Process for Bench {
                 out.set_status(Status::Idle);
                 for event in events {
                     match event {
-                        Event::Message(n) => {
+                        Event::Message { data: n, .. } => {
                             *left -= 1;
                             // The server's last message answers its last
                             // ball: nothing more to send.
@@ -312,7 +314,7 @@ impl Process for Bench {
                 out.set_status(Status::Idle);
                 for event in events {
                     match event {
-                        Event::Message(_) => {
+                        Event::Message { .. } => {
                             *left -= 1;
                             if *left == 0 {
                                 out.set_status(Status::Done(0));
@@ -602,16 +604,18 @@ struct IdleProcess {
 
 impl Process for IdleProcess {
     type Input = ();
-    type Payload = u64;
+    type Message = u64;
+    type Response = u64;
     type Command = &'static str;
     type Output = ();
 
-    fn init(&mut self, _: &Context, _: &str, (): ()) -> Result<(), Error> {
+    fn init(&mut self, _: &Context<'_, Self>, _: &str, (): ()) -> Result<(), Error> {
         Ok(())
     }
 
     fn step(
         &mut self,
+        _cx: &mut Context<'_, Self>,
         events: Events<'_, u64>,
         out: &mut StepOutput<&'static str, ()>,
     ) -> Result<(), Error> {

@@ -175,11 +175,12 @@ impl StressProc {
 
 impl Process for StressProc {
     type Input = ();
-    type Payload = Msg;
+    type Message = Msg;
+    type Response = Msg;
     type Command = Cmd;
     type Output = u64;
 
-    fn init(&mut self, _: &Context, method: &str, (): ()) -> Result<(), Error> {
+    fn init(&mut self, _: &Context<'_, Self>, method: &str, (): ()) -> Result<(), Error> {
         match method {
             "run" => Ok(()),
             other => Err(Error::UnknownMethod(other.into())),
@@ -188,6 +189,7 @@ impl Process for StressProc {
 
     fn step(
         &mut self,
+        _cx: &mut Context<'_, Self>,
         events: Events<'_, Msg>,
         out: &mut StepOutput<Cmd, u64>,
     ) -> Result<(), Error> {
@@ -673,16 +675,18 @@ struct Idle;
 
 impl Process for Idle {
     type Input = ();
-    type Payload = ();
+    type Message = ();
+    type Response = ();
     type Command = String;
     type Output = ();
 
-    fn init(&mut self, _: &Context, _: &str, (): ()) -> Result<(), Error> {
+    fn init(&mut self, _: &Context<'_, Self>, _: &str, (): ()) -> Result<(), Error> {
         Ok(())
     }
 
     fn step(
         &mut self,
+        _cx: &mut Context<'_, Self>,
         events: Events<'_, ()>,
         out: &mut StepOutput<String, ()>,
     ) -> Result<(), Error> {

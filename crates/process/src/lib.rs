@@ -56,14 +56,20 @@
 mod error;
 mod event;
 mod output;
+mod package;
+mod pid;
 mod primitive;
 mod process;
+mod reach;
 pub mod state;
 
 pub use error::{BoxError, Error};
 pub use event::{Event, EventKind, Events, Tag};
 pub use output::{INLINE_YIELDS, Status, StepOutput, Yield, Yields, YieldsDrain, YieldsIter};
-pub use process::{CancelToken, Context, Process};
+pub use package::Package;
+pub use pid::{ParsePidError, Pid};
+pub use process::{CancelToken, Context, Process, Upgrade, UpgradeTo};
+pub use reach::{NoReach, Reach, SendError, SubmitError, TerminateError};
 pub use state::{Finish, ForceComplete, Park, Phase, Start, State, StateCell, Wake};
 
 /// The README's examples, compiled and run as doctests.

@@ -1,10 +1,14 @@
-//! The [`Process`] trait and the [`Context`] handed to `init`.
+//! The [`Process`] trait and the [`Context`] a scheduler hands to `init`
+//! and `step`.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use crate::primitive::sync::Arc;
 use crate::primitive::sync::atomic::{AtomicBool, Ordering};
-use crate::{Error, Events, StepOutput};
+use crate::{
+    Error, Events, NoReach, Package, Pid, Reach, SendError, StepOutput, SubmitError, TerminateError,
+};
 
 /// A step-based state machine run by a scheduler.
 ///
@@ -17,30 +21,36 @@ use crate::{Error, Events, StepOutput};
 /// (and its value types) to be `Send`. The trait itself does not, so a
 /// single-threaded host can run `!Send` processes.
 ///
-/// # Value types
-///
-/// The four associated types name what flows in and out: `Input` to
-/// `init`, `Payload` in events (completion data and messages), `Command` in
-/// yields, `Output` in [`Status::Done`]. They are associated types rather
-/// than generic parameters so a scheduler is generic over the process type
-/// alone, and each process type has exactly one set of them. They are
-/// stored inline in [`Event`](crate::Event)s and [`StepOutput`]s, never
-/// boxed per event: a Lua or WASM host sets all four to its own `Value`
-/// type, an actor framework uses distinct message, command and result enums.
-/// The trait is dyn-compatible, so one scheduler can also run different
-/// process types behind `Box<dyn Process<Input = V, Payload = V, Command =
-/// V, Output = V>>` (`Box<P>` implements `Process` when `P` does).
+/// Both `init` and `step` get a [`Context`]: the process's own [`Pid`], its
+/// [`CancelToken`], and its reach into the scheduler — send a message,
+/// spawn a child, terminate a process, and (from a step) ask to be
+/// replaced by another process under the same PID ([`Context::upgrade`]).
 ///
 /// [`Status::Done`]: crate::Status::Done
+///
+/// # Value types
+///
+/// The five associated types name what flows in and out: `Input` to
+/// `init`, `Message` in message events (what others send), `Response` in
+/// completion events (what a handler answers to a yield), `Command` in
+/// yields, `Output` in [`Status::Done`]. Messages and responses are
+/// separate types so that an actor matches each against its own enum, with
+/// no arm for the other kind; a Lua or WASM host sets all five to its own
+/// `Value` type. They are stored inline in [`Event`](crate::Event)s and
+/// [`StepOutput`]s, never boxed per event. To run several kinds of process
+/// on one scheduler, make one process type an enum of them (or a box of a
+/// trait of your own): a scheduler runs one process type, and a context
+/// spawns and upgrades to values of that type.
 ///
 /// # Example
 ///
 /// A process with two entry points, `sum` and `echo`. `sum` yields one
 /// command per number (a handler doubles it) and finishes with the total of
-/// the completions; `echo` waits for one message and returns it.
+/// the completions; `echo` waits for one message and returns it to its
+/// sender (and returns it).
 ///
 /// ```
-/// use stepsched_process::{Context, Error, Event, Events, Process, Status, StepOutput};
+/// use stepsched_process::{CancelToken, Context, Error, Event, Events, Pid, Process, Status, StepOutput};
 ///
 /// enum Calc {
 ///     New,
@@ -50,11 +60,12 @@ use crate::{Error, Events, StepOutput};
 ///
 /// impl Process for Calc {
 ///     type Input = Vec<i64>;
-///     type Payload = i64;
+///     type Message = String;
+///     type Response = i64;
 ///     type Command = i64; // "double this number"
-///     type Output = i64;
+///     type Output = String;
 ///
-///     fn init(&mut self, _ctx: &Context, method: &str, input: Vec<i64>) -> Result<(), Error> {
+///     fn init(&mut self, _: &Context<'_, Self>, method: &str, input: Vec<i64>) -> Result<(), Error> {
 ///         *self = match method {
 ///             "sum" => Calc::Sum { waiting: input.len(), to_yield: input, total: 0 },
 ///             "echo" => Calc::Echo,
@@ -63,7 +74,12 @@ use crate::{Error, Events, StepOutput};
 ///         Ok(())
 ///     }
 ///
-///     fn step(&mut self, events: Events<'_, i64>, out: &mut StepOutput<i64, i64>) -> Result<(), Error> {
+///     fn step(
+///         &mut self,
+///         ctx: &mut Context<'_, Self>,
+///         events: Events<'_, String, i64>,
+///         out: &mut StepOutput<i64, String>,
+///     ) -> Result<(), Error> {
 ///         match self {
 ///             Calc::New => Err(Error::failed("stepped before init")),
 ///             Calc::Sum { to_yield, waiting, total } => {
@@ -77,17 +93,22 @@ use crate::{Error, Events, StepOutput};
 ///                             *waiting -= 1;
 ///                         }
 ///                         Event::Cancel => return Err(Error::Cancelled),
-///                         Event::Message(_) => {}
+///                         Event::Message { .. } => {}
 ///                     }
 ///                 }
-///                 out.set_status(if *waiting == 0 { Status::Done(*total) } else { Status::Yield });
+///                 out.set_status(if *waiting == 0 { Status::Done(total.to_string()) } else { Status::Yield });
 ///                 Ok(())
 ///             }
 ///             Calc::Echo => {
 ///                 for event in events {
 ///                     match event {
-///                         Event::Message(m) => {
-///                             out.set_status(Status::Done(m));
+///                         Event::Message { from, data } => {
+///                             if let Some(from) = from {
+///                                 // Replies go through the scheduler; run by
+///                                 // hand (below), there is none to take them.
+///                                 let _ = ctx.send(from, data.clone());
+///                             }
+///                             out.set_status(Status::Done(data));
 ///                             return Ok(());
 ///                         }
 ///                         Event::Cancel => return Err(Error::Cancelled),
@@ -102,39 +123,42 @@ use crate::{Error, Events, StepOutput};
 /// }
 ///
 /// // A scheduler in miniature: step, run the handler, feed completions back.
-/// let ctx = Context::new(1);
+/// let cancel = CancelToken::new();
+/// let mut ctx = Context::detached(Pid::new(0, 1), &cancel);
 /// let mut p = Calc::New;
 /// p.init(&ctx, "sum", vec![1, 2, 3]).unwrap();
 /// let (mut events, mut out) = (Vec::new(), StepOutput::new());
-/// p.step(events.drain(..), &mut out).unwrap();
+/// p.step(&mut ctx, events.drain(..), &mut out).unwrap();
 /// assert_eq!(out.status(), Some(&Status::Yield));
 /// for y in out.yields_mut().drain() {
 ///     events.push(Event::completion(y.tag, Ok(y.command * 2)));
 /// }
 /// out.reset();
-/// p.step(events.drain(..), &mut out).unwrap();
-/// assert_eq!(out.take_status(), Some(Status::Done(12)));
+/// p.step(&mut ctx, events.drain(..), &mut out).unwrap();
+/// assert_eq!(out.take_status(), Some(Status::Done("12".to_string())));
 /// p.close();
 ///
 /// // The second entry point.
 /// let mut p = Calc::New;
 /// p.init(&ctx, "echo", vec![]).unwrap();
 /// out.reset();
-/// p.step(events.drain(..), &mut out).unwrap();
+/// p.step(&mut ctx, events.drain(..), &mut out).unwrap();
 /// assert_eq!(out.status(), Some(&Status::Idle));
-/// events.push(Event::message(7));
-/// p.step(events.drain(..), &mut out).unwrap();
-/// assert_eq!(out.take_status(), Some(Status::Done(7)));
+/// events.push(Event::message_from(Pid::new(0, 2), "hi".to_string()));
+/// p.step(&mut ctx, events.drain(..), &mut out).unwrap();
+/// assert_eq!(out.take_status(), Some(Status::Done("hi".to_string())));
 ///
 /// // An unknown entry point is a clear error.
 /// let err = Calc::New.init(&ctx, "product", vec![]).unwrap_err();
 /// assert_eq!(err.to_string(), "unknown method `product`");
 /// ```
-pub trait Process {
+pub trait Process: Sized {
     /// The argument of `init`.
     type Input;
-    /// The data of events: completion results and messages.
-    type Payload;
+    /// The data of message events: what other processes and hosts send.
+    type Message;
+    /// The data of completion events: what a handler answers to a yield.
+    type Response;
     /// The commands a step yields to handlers.
     type Command;
     /// The result of a finished process.
@@ -147,7 +171,12 @@ pub trait Process {
     /// [`Error::UnknownMethod`] if the process does not expose `method`;
     /// any other error if it cannot start. The process is then closed
     /// without being stepped.
-    fn init(&mut self, ctx: &Context, method: &str, input: Self::Input) -> Result<(), Error>;
+    fn init(
+        &mut self,
+        ctx: &Context<'_, Self>,
+        method: &str,
+        input: Self::Input,
+    ) -> Result<(), Error>;
 
     /// Advances the process with the events that arrived since the last
     /// step (possibly none), writing its status and yields into `out`.
@@ -156,6 +185,8 @@ pub trait Process {
     /// yields. The step must set a status; a step that sets none ends the
     /// process with an error. Yields are dispatched whatever the status,
     /// except [`Done`](crate::Status::Done) (see [`Status`](crate::Status)).
+    /// A step that asks for an [`upgrade`](Context::upgrade) is the last
+    /// step of this process value: its status and yields are not used.
     ///
     /// # Errors
     ///
@@ -163,7 +194,8 @@ pub trait Process {
     /// closed without being stepped again.
     fn step(
         &mut self,
-        events: Events<'_, Self::Payload>,
+        ctx: &mut Context<'_, Self>,
+        events: Events<'_, Self::Message, Self::Response>,
         out: &mut StepOutput<Self::Command, Self::Output>,
     ) -> Result<(), Error>;
 
@@ -172,109 +204,201 @@ pub trait Process {
     fn close(&mut self) {}
 }
 
-impl<P: Process + ?Sized> Process for Box<P> {
-    type Input = P::Input;
-    type Payload = P::Payload;
-    type Command = P::Command;
-    type Output = P::Output;
-
-    fn init(&mut self, ctx: &Context, method: &str, input: Self::Input) -> Result<(), Error> {
-        (**self).init(ctx, method, input)
-    }
-
-    fn step(
-        &mut self,
-        events: Events<'_, Self::Payload>,
-        out: &mut StepOutput<Self::Command, Self::Output>,
-    ) -> Result<(), Error> {
-        (**self).step(events, out)
-    }
-
-    fn close(&mut self) {
-        (**self).close();
-    }
-}
-
-/// What a process learns about itself at [`init`](Process::init): its pid
-/// and a [`CancelToken`] it may keep to notice cancellation between events.
+/// What a process learns about itself and can do beyond itself, in `init`
+/// and in each `step`: its [`Pid`], its [`CancelToken`], and its reach into
+/// the scheduler that runs it ([`send`](Self::send),
+/// [`spawn`](Self::spawn), [`terminate`](Self::terminate), and from a step
+/// [`upgrade`](Self::upgrade)).
+///
+/// A scheduler builds one for each call, around its [`Reach`];
+/// [`Context::detached`] builds one with no scheduler behind it, to run a
+/// process by hand.
 ///
 /// ```
-/// use stepsched_process::Context;
+/// use stepsched_process::{CancelToken, Context, Error, Events, Pid, Process, StepOutput};
 ///
-/// let ctx = Context::new(42);
-/// assert_eq!(ctx.pid(), 42);
+/// struct Quiet;
+/// impl Process for Quiet {
+///     type Input = ();
+///     type Message = u8;
+///     type Response = ();
+///     type Command = ();
+///     type Output = ();
+///     fn init(&mut self, _: &Context<'_, Self>, _: &str, _: ()) -> Result<(), Error> { Ok(()) }
+///     fn step(&mut self, _: &mut Context<'_, Self>, _: Events<'_, u8, ()>, _: &mut StepOutput<(), ()>) -> Result<(), Error> { Ok(()) }
+/// }
+///
+/// let cancel = CancelToken::new();
+/// let ctx: Context<'_, Quiet> = Context::detached(Pid::new(0, 42), &cancel);
+/// assert_eq!(ctx.pid(), Pid::new(0, 42));
 /// assert!(!ctx.is_cancelled());
-/// ctx.cancel_token().cancel();
+/// cancel.cancel();
 /// assert!(ctx.is_cancelled());
+/// // Nobody to send to: the message comes back.
+/// assert!(ctx.send(Pid::new(0, 7), 1).unwrap_err().is_unknown_pid());
 /// ```
-#[derive(Debug, Clone)]
-pub struct Context {
-    pid: u64,
-    cancel: CancelToken,
+pub struct Context<'a, P: Process> {
+    pid: Pid,
+    cancel: &'a CancelToken,
+    reach: &'a dyn Reach<P>,
+    upgrade: Option<Upgrade<P>>,
 }
 
-impl Context {
-    /// A context for process `pid` with a fresh, uncancelled token.
-    ///
-    /// ```
-    /// use stepsched_process::Context;
-    ///
-    /// assert_eq!(Context::new(7).pid(), 7);
-    /// ```
-    pub fn new(pid: u64) -> Self {
-        Self::with_cancel_token(pid, CancelToken::new())
+impl<'a, P: Process> Context<'a, P> {
+    /// A context for process `pid`, whose cancellation is `cancel` and
+    /// whose sends, spawns and terminates go to `reach`. Schedulers call
+    /// this.
+    pub fn new(pid: Pid, cancel: &'a CancelToken, reach: &'a dyn Reach<P>) -> Self {
+        Context {
+            pid,
+            cancel,
+            reach,
+            upgrade: None,
+        }
     }
 
-    /// A context for process `pid` sharing `cancel` with the scheduler (or
-    /// with other processes, to cancel a group at once).
-    ///
-    /// ```
-    /// use stepsched_process::{CancelToken, Context};
-    ///
-    /// let shutdown = CancelToken::new();
-    /// let a = Context::with_cancel_token(1, shutdown.clone());
-    /// let b = Context::with_cancel_token(2, shutdown.clone());
-    /// shutdown.cancel();
-    /// assert!(a.is_cancelled() && b.is_cancelled());
-    /// ```
-    pub fn with_cancel_token(pid: u64, cancel: CancelToken) -> Self {
-        Self { pid, cancel }
+    /// A context with no scheduler behind it ([`NoReach`]): every send,
+    /// spawn and terminate is refused. For running a process by hand.
+    pub fn detached(pid: Pid, cancel: &'a CancelToken) -> Self {
+        Self::new(pid, cancel, &NoReach)
     }
 
-    /// The process id the scheduler gave this process.
-    ///
-    /// ```
-    /// use stepsched_process::Context;
-    ///
-    /// assert_eq!(Context::new(3).pid(), 3);
-    /// ```
-    pub fn pid(&self) -> u64 {
+    /// This process's PID.
+    pub fn pid(&self) -> Pid {
         self.pid
     }
 
-    /// The process's cancellation token; clone it to keep it.
-    ///
-    /// ```
-    /// use stepsched_process::Context;
-    ///
-    /// let ctx = Context::new(1);
-    /// let kept = ctx.cancel_token().clone();
-    /// ctx.cancel_token().cancel();
-    /// assert!(kept.is_cancelled());
-    /// ```
-    pub fn cancel_token(&self) -> &CancelToken {
-        &self.cancel
+    /// The process's cancellation token; clone it to keep it. The
+    /// scheduler cancels it when the process is terminated or forced at
+    /// shutdown.
+    pub fn cancel_token(&self) -> &'a CancelToken {
+        self.cancel
     }
 
     /// Shorthand for `self.cancel_token().is_cancelled()`.
-    ///
-    /// ```
-    /// use stepsched_process::Context;
-    ///
-    /// assert!(!Context::new(1).is_cancelled());
-    /// ```
     pub fn is_cancelled(&self) -> bool {
         self.cancel.is_cancelled()
+    }
+
+    /// Sends `message` to process `to`, with this process as its sender:
+    /// the recipient's step sees `Event::Message { from: Some(self.pid()), .. }`.
+    ///
+    /// # Errors
+    ///
+    /// The message is handed back, by the scheduler's rule for refused
+    /// sends, when no live process has `to`.
+    pub fn send(&self, to: Pid, message: P::Message) -> Result<(), SendError<P::Message>> {
+        self.reach
+            .send(Package::new(to, "", message).with_sender(self.pid))
+    }
+
+    /// Starts `child` under a fresh PID, running entry point `method` with
+    /// `input`, and returns its PID. The child's `init` runs now, on this
+    /// thread; its steps run later, on any worker.
+    ///
+    /// # Errors
+    ///
+    /// [`SubmitError::Init`] if the child's `init` fails; the scheduler's
+    /// refusals (stopping, at its process limit) hand the child back.
+    pub fn spawn(&self, child: P, method: &str, input: P::Input) -> Result<Pid, SubmitError<P>> {
+        self.reach.spawn(child, method, input)
+    }
+
+    /// Ends process `pid` (this one included) with [`Error::Terminated`].
+    ///
+    /// # Errors
+    ///
+    /// When no process that has not completed has `pid`.
+    pub fn terminate(&self, pid: Pid) -> Result<(), TerminateError> {
+        self.reach.terminate(pid)
+    }
+
+    /// Asks to replace this process, after this step, by `process`,
+    /// initialized with entry point `method` and `input`, under the same
+    /// PID: hot code reload. The scheduler closes the current process, runs
+    /// the new one's `init`, and steps it with every event that arrived
+    /// meanwhile — completions of the old process's yields included. If
+    /// the new `init` fails, the process ends with that error.
+    ///
+    /// The step that asks is the last of the current process: its status
+    /// and yields are not used. A second call in one step replaces the
+    /// first.
+    pub fn upgrade(&mut self, process: P, method: impl Into<Cow<'static, str>>, input: P::Input) {
+        self.upgrade = Some(Upgrade {
+            to: UpgradeTo::Process(process),
+            method: method.into(),
+            input,
+        });
+    }
+
+    /// Like [`upgrade`](Self::upgrade), but the new process comes from the
+    /// factory the scheduler registered under `factory`. If there is no
+    /// such factory, or it fails, the process ends with that error.
+    pub fn upgrade_from(
+        &mut self,
+        factory: impl Into<Cow<'static, str>>,
+        method: impl Into<Cow<'static, str>>,
+        input: P::Input,
+    ) {
+        self.upgrade = Some(Upgrade {
+            to: UpgradeTo::Factory(factory.into()),
+            method: method.into(),
+            input,
+        });
+    }
+
+    /// Takes the upgrade this step asked for, if any. Schedulers call this
+    /// after each step.
+    pub fn take_upgrade(&mut self) -> Option<Upgrade<P>> {
+        self.upgrade.take()
+    }
+}
+
+impl<P: Process> fmt::Debug for Context<'_, P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Context")
+            .field("pid", &self.pid)
+            .field("cancelled", &self.is_cancelled())
+            .field("upgrade", &self.upgrade.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A step's request to be replaced under the same PID; see
+/// [`Context::upgrade`].
+#[non_exhaustive]
+pub struct Upgrade<P: Process> {
+    /// The new process, or where to get it.
+    pub to: UpgradeTo<P>,
+    /// The entry point to `init` it with.
+    pub method: Cow<'static, str>,
+    /// The input to `init` it with.
+    pub input: P::Input,
+}
+
+/// Where the new process of an [`Upgrade`] comes from.
+pub enum UpgradeTo<P> {
+    /// This process value.
+    Process(P),
+    /// The scheduler's factory registered under this name.
+    Factory(Cow<'static, str>),
+}
+
+impl<P: Process> fmt::Debug for Upgrade<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Upgrade")
+            .field("to", &self.to)
+            .field("method", &self.method)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<P> fmt::Debug for UpgradeTo<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            UpgradeTo::Process(_) => f.write_str("Process(..)"),
+            UpgradeTo::Factory(name) => f.debug_tuple("Factory").field(name).finish(),
+        }
     }
 }
 
@@ -357,7 +481,7 @@ mod tests {
     use super::*;
     use crate::{Event, Status};
 
-    /// Counts calls, to check the `Box` forwarding.
+    /// Counts calls, and tries its context's reach.
     #[derive(Default)]
     struct Counter {
         inits: usize,
@@ -367,25 +491,31 @@ mod tests {
 
     impl Process for Counter {
         type Input = ();
-        type Payload = u8;
+        type Message = u8;
+        type Response = ();
         type Command = ();
         type Output = usize;
 
-        fn init(&mut self, _: &Context, method: &str, (): ()) -> Result<(), Error> {
+        fn init(&mut self, ctx: &Context<'_, Self>, method: &str, (): ()) -> Result<(), Error> {
             if method != "main" {
                 return Err(Error::UnknownMethod(method.into()));
             }
+            assert_eq!(ctx.pid(), Pid::new(0, 5));
             self.inits += 1;
             Ok(())
         }
 
         fn step(
             &mut self,
-            events: Events<'_, u8>,
+            ctx: &mut Context<'_, Self>,
+            events: Events<'_, u8, ()>,
             out: &mut StepOutput<(), usize>,
         ) -> Result<(), Error> {
             self.steps += 1;
+            let senders: Vec<_> = events.as_slice().iter().map(Event::sender).collect();
+            assert_eq!(senders, [None, Some(Pid::new(0, 9))]);
             out.set_status(Status::Done(events.len()));
+            ctx.upgrade(Counter::default(), "main", ());
             Ok(())
         }
 
@@ -395,30 +525,47 @@ mod tests {
     }
 
     #[test]
-    fn boxed_dyn_process_forwards_every_call() {
-        let mut p: Box<dyn Process<Input = (), Payload = u8, Command = (), Output = usize>> =
-            Box::new(Counter::default());
-        let ctx = Context::new(5);
+    fn a_detached_context_refuses_every_reach_and_keeps_the_upgrade() {
+        let cancel = CancelToken::new();
+        let mut ctx = Context::detached(Pid::new(0, 5), &cancel);
+        let mut p = Counter::default();
         assert!(matches!(
             p.init(&ctx, "other", ()),
             Err(Error::UnknownMethod(m)) if m == "other"
         ));
         p.init(&ctx, "main", ()).unwrap();
-        let mut events = vec![Event::message(1), Event::message(2)];
+        let mut events = vec![Event::message(1), Event::message_from(Pid::new(0, 9), 2)];
         let mut out = StepOutput::new();
-        p.step(events.drain(..), &mut out).unwrap();
+        p.step(&mut ctx, events.drain(..), &mut out).unwrap();
         assert_eq!(out.take_status(), Some(Status::Done(2)));
         p.close();
-    }
-
-    #[test]
-    fn box_of_concrete_process_counts_calls() {
-        let mut p = Box::new(Counter::default());
-        let ctx = Context::new(1);
-        Process::init(&mut p, &ctx, "main", ()).unwrap();
-        Process::step(&mut p, Vec::new().drain(..), &mut StepOutput::new()).unwrap();
-        Process::close(&mut p);
         assert_eq!((p.inits, p.steps, p.closes), (1, 1, 1));
+
+        let up = ctx.take_upgrade().expect("the step asked for an upgrade");
+        assert!(matches!(up.to, UpgradeTo::Process(_)));
+        assert_eq!(up.method, "main");
+        assert!(ctx.take_upgrade().is_none(), "taken once");
+        assert_eq!(
+            format!("{up:?}"),
+            r#"Upgrade { to: Process(..), method: "main", .. }"#
+        );
+
+        let sent = ctx.send(Pid::new(0, 7), 3).unwrap_err();
+        assert_eq!(sent.package().from, Some(Pid::new(0, 5)));
+        assert_eq!(sent.into_payload(), 3);
+        assert!(matches!(
+            ctx.spawn(Counter::default(), "main", ()),
+            Err(SubmitError::Stopping(_))
+        ));
+        assert_eq!(
+            ctx.terminate(Pid::new(0, 7)),
+            Err(TerminateError::UnknownPid(Pid::new(0, 7)))
+        );
+        ctx.upgrade_from("v2", "main", ());
+        assert!(matches!(
+            ctx.take_upgrade().map(|u| u.to),
+            Some(UpgradeTo::Factory(name)) if name == "v2"
+        ));
     }
 
     #[test]
@@ -430,12 +577,13 @@ mod tests {
         assert!(a.is_cancelled());
         assert!(!other.is_cancelled());
         assert_eq!(format!("{a:?}"), "CancelToken { cancelled: true }");
+        let ctx: Context<'_, Counter> = Context::detached(Pid::new(0, 1), &a);
+        assert!(ctx.is_cancelled() && ctx.cancel_token().is_cancelled());
     }
 
     #[test]
-    fn context_is_send_and_sync() {
+    fn cancel_token_is_send_and_sync() {
         fn assert_send_sync<T: Send + Sync>() {}
-        assert_send_sync::<Context>();
         assert_send_sync::<CancelToken>();
     }
 }

@@ -60,17 +60,16 @@
 
 mod error;
 mod hash;
-mod package;
 mod pid;
 mod primitive;
 mod receiver;
 mod table;
 
-pub use error::{RegisterError, SendError};
+pub use error::RegisterError;
 pub use hash::{PidBuildHasher, PidHasher};
-pub use package::Package;
-pub use pid::{ParsePidError, Pid, PidAllocator};
+pub use pid::PidAllocator;
 pub use receiver::Receiver;
+pub use stepsched_process::{Package, ParsePidError, Pid, SendError};
 pub use table::{Router, RoutingTable};
 
 /// The examples of `README.md`, compiled and run as doctests.

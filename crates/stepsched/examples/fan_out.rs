@@ -34,11 +34,12 @@ struct Parent {
 
 impl Process for Parent {
     type Input = Vec<i64>;
-    type Payload = i64;
+    type Message = i64;
+    type Response = i64;
     type Command = Square;
     type Output = i64;
 
-    fn init(&mut self, _: &Context, method: &str, input: Vec<i64>) -> Result<(), Error> {
+    fn init(&mut self, _: &Context<'_, Self>, method: &str, input: Vec<i64>) -> Result<(), Error> {
         if method != "sum_of_squares" {
             return Err(Error::UnknownMethod(method.to_string()));
         }
@@ -48,6 +49,7 @@ impl Process for Parent {
 
     fn step(
         &mut self,
+        _cx: &mut Context<'_, Self>,
         events: Events<'_, i64>,
         out: &mut StepOutput<Square, i64>,
     ) -> Result<(), Error> {
@@ -68,7 +70,7 @@ impl Process for Parent {
                     self.waiting -= 1;
                 }
                 Event::Cancel => return Err(Error::Cancelled),
-                Event::Message(_) => {}
+                Event::Message { .. } => {}
             }
         }
         if self.waiting == 0 {

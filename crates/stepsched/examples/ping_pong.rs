@@ -26,13 +26,14 @@ struct Player {
 impl Process for Player {
     /// The scheduler's handle, the peer, and the rally length if serving.
     type Input = (Handle<Player>, Pid, Option<Ball>);
-    type Payload = Ball;
+    type Message = Ball;
+    type Response = Ball;
     type Command = &'static str;
     type Output = u64;
 
     fn init(
         &mut self,
-        _: &Context,
+        _: &Context<'_, Self>,
         method: &str,
         (handle, peer, serve): Self::Input,
     ) -> Result<(), Error> {
@@ -49,6 +50,7 @@ impl Process for Player {
 
     fn step(
         &mut self,
+        _cx: &mut Context<'_, Self>,
         events: Events<'_, Ball>,
         out: &mut StepOutput<&'static str, u64>,
     ) -> Result<(), Error> {
@@ -57,7 +59,7 @@ impl Process for Player {
         let mut balls: Vec<Ball> = self.serve.take().into_iter().collect();
         for event in events {
             match event {
-                Event::Message(left) => balls.push(left),
+                Event::Message { data: left, .. } => balls.push(left),
                 Event::Cancel => return Err(Error::Cancelled),
                 Event::Completion { .. } => {}
             }

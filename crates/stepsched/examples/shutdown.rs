@@ -19,11 +19,12 @@ struct Counter {
 
 impl Process for Counter {
     type Input = ();
-    type Payload = u64;
+    type Message = u64;
+    type Response = u64;
     type Command = &'static str;
     type Output = u64;
 
-    fn init(&mut self, _: &Context, method: &str, (): ()) -> Result<(), Error> {
+    fn init(&mut self, _: &Context<'_, Self>, method: &str, (): ()) -> Result<(), Error> {
         self.polite = match method {
             "polite" => true,
             "stubborn" => false,
@@ -34,12 +35,13 @@ impl Process for Counter {
 
     fn step(
         &mut self,
+        _cx: &mut Context<'_, Self>,
         events: Events<'_, u64>,
         out: &mut StepOutput<&'static str, u64>,
     ) -> Result<(), Error> {
         for event in events {
             match event {
-                Event::Message(_) => self.seen += 1,
+                Event::Message { .. } => self.seen += 1,
                 Event::Cancel if self.polite => {
                     out.set_status(Status::Done(self.seen));
                     return Ok(());

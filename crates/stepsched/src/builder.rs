@@ -6,17 +6,18 @@ use std::io;
 use std::sync::OnceLock;
 
 use stepsched_pool::{Pool, WorkerContext};
-use stepsched_process::{Error, Process};
-use stepsched_relay::{Pid, PidAllocator, RoutingTable};
+use stepsched_process::{Error, Pid, Process};
+use stepsched_relay::{PidAllocator, RoutingTable};
 
 use crate::SchedProcess;
-use crate::handle::{Handle, Shared};
-use crate::handler::Handler;
+use crate::handle::Handle;
+use crate::handler::{Completer, Handler, Variant};
 use crate::primitive::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use crate::primitive::sync::{Arc, Condvar, Mutex};
 use crate::scheduler::Scheduler;
+use crate::shutdown::Shared;
 use crate::slot::{CompleteHook, Core, Counters, StartHook, Task};
-use crate::step::Handlers;
+use crate::step::{Factory, Handlers};
 use crossbeam_utils::CachePadded;
 
 /// Builds a [`Scheduler`].
@@ -27,13 +28,14 @@ use crossbeam_utils::CachePadded;
 /// struct Noop;
 /// impl Process for Noop {
 ///     type Input = ();
-///     type Payload = ();
+///     type Message = ();
+///     type Response = ();
 ///     type Command = String;
 ///     type Output = ();
-///     fn init(&mut self, _: &Context, _: &str, _: ()) -> Result<(), Error> {
+///     fn init(&mut self, _: &Context<'_, Self>, _: &str, _: ()) -> Result<(), Error> {
 ///         Ok(())
 ///     }
-///     fn step(&mut self, _: Events<'_, ()>, out: &mut StepOutput<String, ()>) -> Result<(), Error> {
+///     fn step(&mut self, _cx: &mut Context<'_, Self>, _: Events<'_, ()>, out: &mut StepOutput<String, ()>) -> Result<(), Error> {
 ///         out.set_status(Status::Done(()));
 ///         Ok(())
 ///     }
@@ -54,6 +56,7 @@ pub struct Builder<P: Process> {
     max_processes: usize,
     node: u32,
     handlers: HashMap<String, Arc<dyn Handler<P>>>,
+    factories: HashMap<String, Factory<P>>,
     on_start: Option<StartHook>,
     on_complete: Option<CompleteHook<P::Output>>,
     thread_name: String,
@@ -74,6 +77,7 @@ impl<P: SchedProcess> Builder<P> {
             max_processes: usize::MAX,
             node: 0,
             handlers: HashMap::new(),
+            factories: HashMap::new(),
             on_start: None,
             on_complete: None,
             thread_name: "stepsched-worker".into(),
@@ -90,9 +94,9 @@ impl<P: SchedProcess> Builder<P> {
     /// # use stepsched::{Builder, Context, Error, Events, Process, Status, StepOutput};
     /// # struct Noop;
     /// # impl Process for Noop {
-    /// #     type Input = (); type Payload = (); type Command = String; type Output = ();
-    /// #     fn init(&mut self, _: &Context, _: &str, _: ()) -> Result<(), Error> { Ok(()) }
-    /// #     fn step(&mut self, _: Events<'_, ()>, out: &mut StepOutput<String, ()>) -> Result<(), Error> {
+    /// #     type Input = (); type Message = (); type Response = (); type Command = String; type Output = ();
+    /// #     fn init(&mut self, _: &Context<'_, Self>, _: &str, _: ()) -> Result<(), Error> { Ok(()) }
+    /// #     fn step(&mut self, _cx: &mut Context<'_, Self>, _: Events<'_, ()>, out: &mut StepOutput<String, ()>) -> Result<(), Error> {
     /// #         out.set_status(Status::Done(()));
     /// #         Ok(())
     /// #     }
@@ -126,9 +130,120 @@ impl<P: SchedProcess> Builder<P> {
         self
     }
 
-    /// Registers the handler for commands named `name` (see [`Command`](crate::Command)).
-    pub fn handler(mut self, name: impl Into<String>, handler: impl Handler<P>) -> Self {
+    /// Registers the handler for commands named `name` (see
+    /// [`Command`](crate::Command)): a closure that gets the command and the
+    /// [`Completer`] of its yield. Its argument types are inferred. A later
+    /// registration under the same name replaces an earlier one.
+    ///
+    /// A command no handler is registered for completes its yield with
+    /// [`Error::Failed`] (`unknown command `name``).
+    pub fn handler<F>(mut self, name: impl Into<String>, handler: F) -> Self
+    where
+        F: Fn(P::Command, Completer<P>) + Send + Sync + 'static,
+    {
         self.handlers.insert(name.into(), Arc::new(handler));
+        self
+    }
+
+    /// Registers the handler for one variant of the command type, named
+    /// [`V::NAME`](Variant::NAME): it gets the variant's data, not the
+    /// whole command, so it needs no second `match`. Name the variant's
+    /// type on the closure's first argument. See
+    /// [`commands!`](crate::commands) for declaring such a command type.
+    ///
+    /// ```
+    /// use stepsched::{Builder, Context, Error, Events, Process, Status, StepOutput};
+    ///
+    /// pub struct Add(i64, i64);
+    /// pub struct Neg(i64);
+    /// stepsched::commands! {
+    ///     pub enum Math { Add(Add) = "add", Neg(Neg) = "neg" }
+    /// }
+    ///
+    /// #[derive(Default)]
+    /// struct Calc {
+    ///     asked: bool,
+    ///     answers: Vec<i64>,
+    /// }
+    ///
+    /// impl Process for Calc {
+    ///     type Input = ();
+    ///     type Message = ();
+    ///     type Response = i64;
+    ///     type Command = Math;
+    ///     type Output = i64;
+    ///
+    ///     fn init(&mut self, _: &Context<'_, Self>, _: &str, _: ()) -> Result<(), Error> {
+    ///         Ok(())
+    ///     }
+    ///
+    ///     fn step(
+    ///         &mut self,
+    ///         _: &mut Context<'_, Self>,
+    ///         events: Events<'_, (), i64>,
+    ///         out: &mut StepOutput<Math, i64>,
+    ///     ) -> Result<(), Error> {
+    ///         for result in events.filter_map(|e| e.into_result()) {
+    ///             self.answers.push(result?);
+    ///         }
+    ///         if !self.asked {
+    ///             self.asked = true;
+    ///             out.push_yield(1, Add(20, 1).into());
+    ///             out.push_yield(2, Neg(-21).into());
+    ///         }
+    ///         out.set_status(if self.answers.len() == 2 {
+    ///             Status::Done(self.answers.iter().sum())
+    ///         } else {
+    ///             Status::Yield
+    ///         });
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let scheduler = Builder::<Calc>::new()
+    ///     .workers(1)
+    ///     .on(|add: Add, done| {
+    ///         done.complete(Ok(add.0 + add.1));
+    ///     })
+    ///     .on(|neg: Neg, done| {
+    ///         done.complete(Ok(-neg.0));
+    ///     })
+    ///     .build()
+    ///     .unwrap();
+    /// let join = scheduler.submit(scheduler.allocate_pid(), Calc::default(), "run", ()).unwrap();
+    /// assert_eq!(join.join(), Ok(42));
+    /// ```
+    pub fn on<V, F>(mut self, handler: F) -> Self
+    where
+        V: Variant<P::Command> + 'static,
+        F: Fn(V, Completer<P>) + Send + Sync + 'static,
+    {
+        let serve = move |command: P::Command, done: Completer<P>| match V::from_command(command) {
+            Ok(variant) => handler(variant, done),
+            // Only a command whose name is `V::NAME` reaches this handler;
+            // a `Command` impl that disagrees with the `Variant` impl ends
+            // here.
+            Err(_) => {
+                let message = format!(
+                    "a command named `{}` is not the variant its handler takes",
+                    V::NAME
+                );
+                done.complete(Err(Error::Failed(message)));
+            }
+        };
+        self.handlers.insert(V::NAME.to_owned(), Arc::new(serve));
+        self
+    }
+
+    /// Registers a factory of processes under `name`, for a step's
+    /// [`Context::upgrade_from`](crate::Context::upgrade_from): the
+    /// upgraded process is what it returns (or the process ends with its
+    /// error, or with [`Error::Panicked`] if it panics).
+    pub fn factory<F>(mut self, name: impl Into<String>, factory: F) -> Self
+    where
+        F: Fn() -> Result<P, Error> + Send + Sync + 'static,
+    {
+        self.factories.insert(name.into(), Box::new(factory));
         self
     }
 
@@ -158,8 +273,9 @@ impl<P: SchedProcess> Builder<P> {
         let workers = self
             .workers
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-        let handlers = Handlers::new(self.handlers);
+        let handlers = Handlers::new(self.handlers, self.factories);
         let core = Arc::new(Core {
+            shared: Arc::new(Shared::new()),
             pool: OnceLock::new(),
             routes: RoutingTable::new(),
             pids: PidAllocator::new(self.node),
@@ -183,17 +299,17 @@ impl<P: SchedProcess> Builder<P> {
             .thread_name(self.thread_name)
             .build(move |task: Task<P>, ctx: &WorkerContext<Task<P>>| {
                 // Each slot carries its core, so the pool holds no cycle
-                // back to the scheduler.
-                let core = task.0.core.clone();
-                core.run(&handlers, task, ctx);
+                // back to the scheduler. The handle is what the process's
+                // context reaches.
+                let handle = Handle {
+                    core: task.0.core.clone(),
+                };
+                handle.core.run(&handlers, &handle, task, ctx);
             })?;
         if core.pool.set(pool).is_err() {
             unreachable!("the pool is set once");
         }
-        Ok(Scheduler::new(Handle {
-            core,
-            shared: Arc::new(Shared::new()),
-        }))
+        Ok(Scheduler::new(Handle { core }))
     }
 }
 

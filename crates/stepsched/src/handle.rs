@@ -5,15 +5,16 @@ use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
-use stepsched_process::{CancelToken, Context, Error, Event};
-use stepsched_relay::{Package, Pid, Receiver, SendError};
+use stepsched_process::{
+    CancelToken, Context, Error, Event, Package, Pid, Reach, SendError, SubmitError, TerminateError,
+};
+use stepsched_relay::Receiver;
 
 use crate::SchedProcess;
-use crate::error::{SubmitError, TerminateError};
 use crate::join::JoinHandle;
 use crate::primitive::sync::Arc;
-use crate::primitive::sync::atomic::{AtomicU64, Ordering, fence};
-use crate::scheduler::{Shutdown, ShutdownState};
+use crate::primitive::sync::atomic::{Ordering, fence};
+use crate::scheduler::Shutdown;
 use crate::slot::{Core, FORCED_CANCELLED, FORCED_TERMINATED, Slot, Task};
 use crate::step::panic_message;
 
@@ -23,30 +24,12 @@ use crate::step::panic_message;
 /// shut them down ([`shutdown`](Handle::shutdown)).
 pub struct Handle<P: stepsched_process::Process + 'static> {
     pub(crate) core: Arc<Core<P>>,
-    pub(crate) shared: Arc<Shared>,
-}
-
-/// What every handle of one scheduler shares besides the core.
-pub(crate) struct Shared {
-    /// The highest PID number `allocate_pid` has handed out (0: none).
-    pub(crate) allocated: AtomicU64,
-    pub(crate) shutdown: ShutdownState,
-}
-
-impl Shared {
-    pub(crate) fn new() -> Self {
-        Shared {
-            allocated: AtomicU64::new(0),
-            shutdown: ShutdownState::new(),
-        }
-    }
 }
 
 impl<P: SchedProcess> Clone for Handle<P> {
     fn clone(&self) -> Self {
         Handle {
             core: self.core.clone(),
-            shared: self.shared.clone(),
         }
     }
 }
@@ -72,7 +55,8 @@ impl<P: SchedProcess> Handle<P> {
         // Relaxed: whoever later sends to `pid` got it from this thread
         // through some happens-before chain, so (read coherence) its load
         // sees this value or a later, larger one; nothing else is published.
-        self.shared
+        self.core
+            .shared
             .allocated
             .fetch_max(pid.number(), Ordering::Relaxed);
         pid
@@ -83,7 +67,7 @@ impl<P: SchedProcess> Handle<P> {
         // Relaxed: see `allocate_pid`.
         pid.node() == self.core.pids.node()
             && pid.number() != 0
-            && pid.number() <= self.shared.allocated.load(Ordering::Relaxed)
+            && pid.number() <= self.core.shared.allocated.load(Ordering::Relaxed)
     }
 
     /// Whether a refusal for `pid` says the process existed: `pid` was
@@ -128,7 +112,7 @@ impl<P: SchedProcess> Handle<P> {
             return Err(SubmitError::Stopping(process));
         }
         let cancel = CancelToken::new();
-        let ctx = Context::with_cancel_token(pid.number(), cancel.clone());
+        let ctx = Context::new(pid, &cancel, self);
         let init = catch_unwind(AssertUnwindSafe(|| process.init(&ctx, method, input)));
         let init = match init {
             Ok(r) => r,
@@ -212,9 +196,9 @@ impl<P: SchedProcess> Handle<P> {
     /// # use stepsched::{Context, Error, Events, Process, Status, StepOutput};
     /// # struct Once;
     /// # impl Process for Once {
-    /// #     type Input = (); type Payload = u8; type Command = String; type Output = ();
-    /// #     fn init(&mut self, _: &Context, _: &str, _: ()) -> Result<(), Error> { Ok(()) }
-    /// #     fn step(&mut self, _: Events<'_, u8>, out: &mut StepOutput<String, ()>) -> Result<(), Error> {
+    /// #     type Input = (); type Message = u8; type Response = u8; type Command = String; type Output = ();
+    /// #     fn init(&mut self, _: &Context<'_, Self>, _: &str, _: ()) -> Result<(), Error> { Ok(()) }
+    /// #     fn step(&mut self, _cx: &mut Context<'_, Self>, _: Events<'_, u8>, out: &mut StepOutput<String, ()>) -> Result<(), Error> {
     /// #         out.set_status(Status::Done(()));
     /// #         Ok(())
     /// #     }
@@ -229,13 +213,13 @@ impl<P: SchedProcess> Handle<P> {
     /// let never = Pid::new(9, 9);
     /// assert!(scheduler.send(never, 7).unwrap_err().is_unknown_pid());
     /// ```
-    pub fn send(&self, pid: Pid, message: P::Payload) -> Result<(), SendError<P::Payload>> {
+    pub fn send(&self, pid: Pid, message: P::Message) -> Result<(), SendError<P::Message>> {
         self.deliver(Package::new(pid, "", message))
     }
 
     /// Pushes `package`'s payload as a message event to process
     /// `package.to`; the rule of [`send`](Handle::send) for refusals.
-    fn deliver(&self, package: Package<P::Payload>) -> Result<(), SendError<P::Payload>> {
+    fn deliver(&self, package: Package<P::Message>) -> Result<(), SendError<P::Message>> {
         let Some(slot) = self.core.routes.get(package.to) else {
             return Err(self.refuse(package, false));
         };
@@ -250,7 +234,11 @@ impl<P: SchedProcess> Handle<P> {
             topic,
             payload,
         } = package;
-        match slot.sender().push(Event::message(payload)) {
+        let event = match from {
+            Some(from) => Event::message_from(from, payload),
+            None => Event::message(payload),
+        };
+        match slot.sender().push(event) {
             Ok(()) => {
                 // If the process completed since, the message is dropped
                 // with the rest of its queue, as documented.
@@ -258,7 +246,7 @@ impl<P: SchedProcess> Handle<P> {
                 Ok(())
             }
             Err(e) => {
-                let payload = e.into_inner().into_data().expect("a message");
+                let payload = e.into_inner().into_message().expect("a message");
                 let package = Package {
                     from,
                     to,
@@ -271,7 +259,7 @@ impl<P: SchedProcess> Handle<P> {
     }
 
     /// The refusal for `package` (see `send`'s rule).
-    fn refuse(&self, package: Package<P::Payload>, registered: bool) -> SendError<P::Payload> {
+    fn refuse(&self, package: Package<P::Message>, registered: bool) -> SendError<P::Message> {
         if self.known_finished(package.to, registered) {
             SendError::Closed(package)
         } else {
@@ -340,9 +328,9 @@ impl<P: SchedProcess> Handle<P> {
     /// # use stepsched::{Context, Error, Events, Process, Status, StepOutput};
     /// # struct Waits;
     /// # impl Process for Waits {
-    /// #     type Input = (); type Payload = (); type Command = String; type Output = ();
-    /// #     fn init(&mut self, _: &Context, _: &str, _: ()) -> Result<(), Error> { Ok(()) }
-    /// #     fn step(&mut self, events: Events<'_, ()>, out: &mut StepOutput<String, ()>) -> Result<(), Error> {
+    /// #     type Input = (); type Message = (); type Response = (); type Command = String; type Output = ();
+    /// #     fn init(&mut self, _: &Context<'_, Self>, _: &str, _: ()) -> Result<(), Error> { Ok(()) }
+    /// #     fn step(&mut self, _cx: &mut Context<'_, Self>, events: Events<'_, ()>, out: &mut StepOutput<String, ()>) -> Result<(), Error> {
     /// #         if events.into_iter().any(|e| e.is_cancel()) { return Err(Error::Cancelled); }
     /// #         out.set_status(Status::Idle);
     /// #         Ok(())
@@ -365,15 +353,31 @@ impl<P: SchedProcess> Handle<P> {
     /// [`Scheduler::shutdown`]: crate::Scheduler::shutdown
     /// [`ShutdownReport`]: crate::ShutdownReport
     pub fn shutdown(&self, deadline: Duration) -> Shutdown {
-        crate::scheduler::start_shutdown(&self.core, &self.shared, deadline)
+        crate::scheduler::start_shutdown(&self.core, &self.core.shared, deadline)
     }
 }
 
-impl<P: SchedProcess> Receiver<P::Payload> for Handle<P> {
-    /// Routes a package to the process `package.to` (the topic and sender
-    /// are not used by the scheduler). Refusals follow the rule of
-    /// [`Handle::send`].
-    fn send(&self, package: Package<P::Payload>) -> Result<(), SendError<P::Payload>> {
+impl<P: SchedProcess> Receiver<P::Message> for Handle<P> {
+    /// Routes a package to the process `package.to`, whose step sees
+    /// `package.from` as the message's sender (the topic is not used).
+    /// Refusals follow the rule of [`Handle::send`].
+    fn send(&self, package: Package<P::Message>) -> Result<(), SendError<P::Message>> {
         self.deliver(package)
+    }
+}
+
+/// What a process's [`Context`] reaches: this scheduler.
+impl<P: SchedProcess> Reach<P> for Handle<P> {
+    fn send(&self, package: Package<P::Message>) -> Result<(), SendError<P::Message>> {
+        self.deliver(package)
+    }
+
+    fn spawn(&self, child: P, method: &str, input: P::Input) -> Result<Pid, SubmitError<P>> {
+        let pid = self.allocate_pid();
+        self.submit(pid, child, method, input).map(|_| pid)
+    }
+
+    fn terminate(&self, pid: Pid) -> Result<(), TerminateError> {
+        Handle::terminate(self, pid)
     }
 }

@@ -4,8 +4,7 @@
 use std::cell::Cell;
 use std::fmt;
 
-use stepsched_process::{Error, Event, Process, Tag};
-use stepsched_relay::Pid;
+use stepsched_process::{Error, Event, Pid, Process, Tag};
 
 use crate::SchedProcess;
 use crate::primitive::sync::Arc;
@@ -47,6 +46,115 @@ impl Command for &'static str {
     fn name(&self) -> &str {
         self
     }
+}
+
+/// One variant of a command enum, served by a handler of its own that
+/// receives the variant's data, not the enum: see
+/// [`Builder::on`](crate::Builder::on). [`commands!`](crate::commands)
+/// writes the enum, its [`Command`] impl and these impls.
+///
+/// ```
+/// use stepsched::{Command, Variant};
+///
+/// struct Sleep(u64);
+/// enum Io {
+///     Read(String),
+///     Sleep(Sleep),
+/// }
+/// impl Command for Io {
+///     fn name(&self) -> &str {
+///         match self {
+///             Io::Read(_) => "read",
+///             Io::Sleep(_) => Sleep::NAME,
+///         }
+///     }
+/// }
+/// impl Variant<Io> for Sleep {
+///     const NAME: &'static str = "sleep";
+///     fn from_command(command: Io) -> Result<Self, Io> {
+///         match command {
+///             Io::Sleep(sleep) => Ok(sleep),
+///             other => Err(other),
+///         }
+///     }
+/// }
+/// assert_eq!(Sleep::from_command(Io::Sleep(Sleep(5))).map(|s| s.0).ok(), Some(5));
+/// ```
+pub trait Variant<C>: Sized {
+    /// The name commands of this variant report ([`Command::name`]).
+    const NAME: &'static str;
+    /// The variant's data, or the command back if it is another variant.
+    ///
+    /// # Errors
+    ///
+    /// The command, when it is not this variant.
+    fn from_command(command: C) -> Result<Self, C>;
+}
+
+/// Declares a command enum whose variants each hold one type of their own,
+/// with its [`Command`] impl (each variant's name given after `=`), a
+/// [`Variant`] impl per held type (for [`Builder::on`](crate::Builder::on))
+/// and `From` each held type into the enum.
+///
+/// ```
+/// use stepsched::{Command, Variant};
+///
+/// pub struct Get { pub key: String }
+/// pub struct Put { pub key: String, pub value: i64 }
+///
+/// stepsched::commands! {
+///     /// What a store process asks its handlers.
+///     pub enum StoreCommand {
+///         Get(Get) = "get",
+///         Put(Put) = "put",
+///     }
+/// }
+///
+/// let cmd = StoreCommand::from(Put { key: "a".into(), value: 1 });
+/// assert_eq!(cmd.name(), "put");
+/// assert_eq!(<Put as Variant<StoreCommand>>::NAME, "put");
+/// assert!(Get::from_command(cmd).is_err());
+/// ```
+#[macro_export]
+macro_rules! commands {
+    (
+        $(#[$meta:meta])*
+        $vis:vis enum $name:ident {
+            $( $(#[$vmeta:meta])* $variant:ident($ty:ty) = $cmd:literal ),+ $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        $vis enum $name {
+            $( $(#[$vmeta])* $variant($ty) ),+
+        }
+
+        impl $crate::Command for $name {
+            fn name(&self) -> &str {
+                match self {
+                    $( $name::$variant(_) => $cmd ),+
+                }
+            }
+        }
+
+        $(
+            impl $crate::Variant<$name> for $ty {
+                const NAME: &'static str = $cmd;
+                fn from_command(command: $name) -> ::core::result::Result<Self, $name> {
+                    #[allow(unreachable_patterns)]
+                    match command {
+                        $name::$variant(data) => ::core::result::Result::Ok(data),
+                        other => ::core::result::Result::Err(other),
+                    }
+                }
+            }
+
+            impl ::core::convert::From<$ty> for $name {
+                fn from(data: $ty) -> Self {
+                    $name::$variant(data)
+                }
+            }
+        )+
+    };
 }
 
 /// Serves one kind of command.
@@ -110,9 +218,9 @@ impl<P: SchedProcess> Completer<P> {
     /// # use stepsched::{Context, Error, Events, Process, Status, StepOutput};
     /// # struct Asks;
     /// # impl Process for Asks {
-    /// #     type Input = (); type Payload = u64; type Command = String; type Output = u64;
-    /// #     fn init(&mut self, _: &Context, _: &str, _: ()) -> Result<(), Error> { Ok(()) }
-    /// #     fn step(&mut self, events: Events<'_, u64>, out: &mut StepOutput<String, u64>) -> Result<(), Error> {
+    /// #     type Input = (); type Message = u64; type Response = u64; type Command = String; type Output = u64;
+    /// #     fn init(&mut self, _: &Context<'_, Self>, _: &str, _: ()) -> Result<(), Error> { Ok(()) }
+    /// #     fn step(&mut self, _cx: &mut Context<'_, Self>, events: Events<'_, u64>, out: &mut StepOutput<String, u64>) -> Result<(), Error> {
     /// #         match events.into_iter().find_map(|e| e.into_data()) {
     /// #             Some(v) => out.set_status(Status::Done(v)),
     /// #             None => { out.push_yield(1, "whoami".to_string()); out.set_status(Status::Yield); }
@@ -146,7 +254,7 @@ impl<P: SchedProcess> Completer<P> {
     ///
     /// Returns `false` if the process had already ended: the completion was
     /// dropped.
-    pub fn complete(mut self, result: Result<P::Payload, Error>) -> bool {
+    pub fn complete(mut self, result: Result<P::Response, Error>) -> bool {
         let slot = self.slot.take().expect("a completer completes once");
         deliver(&slot, self.tag, result, self.wake)
     }
@@ -193,7 +301,7 @@ impl Drop for Dispatching {
 fn deliver<P: Process + 'static>(
     slot: &Arc<Slot<P>>,
     tag: Tag,
-    result: Result<P::Payload, Error>,
+    result: Result<P::Response, Error>,
     wake: fn(&Arc<Slot<P>>) -> bool,
 ) -> bool {
     if DISPATCHING.with(|d| d.get()) == Arc::as_ptr(slot) as usize {

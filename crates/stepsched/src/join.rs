@@ -59,9 +59,9 @@ impl<P: SchedProcess> JoinHandle<P> {
     /// # use stepsched::{Context, Error, Events, Process, Status, StepOutput};
     /// # struct Waits;
     /// # impl Process for Waits {
-    /// #     type Input = (); type Payload = u8; type Command = String; type Output = u8;
-    /// #     fn init(&mut self, _: &Context, _: &str, _: ()) -> Result<(), Error> { Ok(()) }
-    /// #     fn step(&mut self, events: Events<'_, u8>, out: &mut StepOutput<String, u8>) -> Result<(), Error> {
+    /// #     type Input = (); type Message = u8; type Response = u8; type Command = String; type Output = u8;
+    /// #     fn init(&mut self, _: &Context<'_, Self>, _: &str, _: ()) -> Result<(), Error> { Ok(()) }
+    /// #     fn step(&mut self, _cx: &mut Context<'_, Self>, events: Events<'_, u8>, out: &mut StepOutput<String, u8>) -> Result<(), Error> {
     /// #         match events.into_iter().find_map(|e| e.into_data()) {
     /// #             Some(v) => out.set_status(Status::Done(v)),
     /// #             None => out.set_status(Status::Idle),

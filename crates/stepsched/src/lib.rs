@@ -27,11 +27,12 @@
 //!
 //! impl Process for Doubler {
 //!     type Input = i64;
-//!     type Payload = i64;
+//!     type Message = i64;
+//!     type Response = i64;
 //!     type Command = String;
 //!     type Output = i64;
 //!
-//!     fn init(&mut self, _: &Context, method: &str, input: i64) -> Result<(), Error> {
+//!     fn init(&mut self, _: &Context<'_, Self>, method: &str, input: i64) -> Result<(), Error> {
 //!         match method {
 //!             "double" => {
 //!                 self.value = input;
@@ -41,7 +42,7 @@
 //!         }
 //!     }
 //!
-//!     fn step(&mut self, events: Events<'_, i64>, out: &mut StepOutput<String, i64>) -> Result<(), Error> {
+//!     fn step(&mut self, _cx: &mut Context<'_, Self>, events: Events<'_, i64>, out: &mut StepOutput<String, i64>) -> Result<(), Error> {
 //!         for event in events {
 //!             if let Some(v) = event.into_data() {
 //!                 out.set_status(Status::Done(v));
@@ -125,13 +126,13 @@ pub struct ReadmeDoctests;
 pub struct GuideDoctests;
 
 mod builder;
-mod error;
 mod handle;
 mod handler;
 mod join;
 mod primitive;
 mod result;
 mod scheduler;
+mod shutdown;
 mod slot;
 mod stats;
 mod step;
@@ -149,30 +150,39 @@ pub use stepsched_relay as relay;
 pub use primitive::once::eager_event_queues;
 
 pub use builder::Builder;
-pub use error::{SubmitError, TerminateError};
 pub use handle::Handle;
-pub use handler::{Command, Completer, Handler};
+pub use handler::{Command, Completer, Handler, Variant};
 pub use join::JoinHandle;
-pub use scheduler::{Scheduler, Shutdown, ShutdownReport};
+pub use scheduler::{Scheduler, Shutdown};
+pub use shutdown::ShutdownReport;
 pub use stats::Stats;
 pub use stepsched_pool::WorkerStats;
 pub use stepsched_process::{
-    CancelToken, Context, Error, Event, EventKind, Events, Process, Status, StepOutput, Tag, Yield,
+    CancelToken, Context, Error, Event, EventKind, Events, Package, Pid, Process, SendError,
+    Status, StepOutput, SubmitError, Tag, TerminateError, Yield,
 };
-pub use stepsched_relay::{Package, Pid, Receiver, SendError};
+pub use stepsched_relay::Receiver;
 
 /// A [`Process`] the scheduler can run: sendable, with sendable payloads,
 /// outputs and named commands. Every such process implements it.
 pub trait SchedProcess:
-    Process<Payload: Send + 'static, Command: Command + Send + 'static, Output: Send + 'static>
-    + Send
+    Process<
+        Message: Send + 'static,
+        Response: Send + 'static,
+        Command: Command + Send + 'static,
+        Output: Send + 'static,
+    > + Send
     + 'static
 {
 }
 
 impl<P> SchedProcess for P where
-    P: Process<Payload: Send + 'static, Command: Command + Send + 'static, Output: Send + 'static>
-        + Send
+    P: Process<
+            Message: Send + 'static,
+            Response: Send + 'static,
+            Command: Command + Send + 'static,
+            Output: Send + 'static,
+        > + Send
         + 'static
 {
 }

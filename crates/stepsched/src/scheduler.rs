@@ -4,29 +4,15 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context as TaskContext, Poll, Waker};
+use std::task::{Context as TaskContext, Poll};
 use std::time::{Duration, Instant};
 
 use crate::SchedProcess;
-use crate::handle::{Handle, Shared};
+use crate::handle::Handle;
+use crate::primitive::sync::Arc;
 use crate::primitive::sync::atomic::{Ordering, fence};
-use crate::primitive::sync::{Arc, Condvar, Mutex};
+use crate::shutdown::{Phase, Shared, ShutdownReport, nothing_more};
 use crate::slot::{Core, FORCED_CANCELLED};
-
-/// What a [`shutdown`](Scheduler::shutdown) did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ShutdownReport {
-    /// Processes that got a cancel event.
-    pub cancelled: usize,
-    /// Processes still live at the deadline, forced to complete with
-    /// [`Error::Cancelled`](crate::Error::Cancelled) (closed at once, or by their worker when the
-    /// step it is running returns).
-    pub forced: usize,
-    /// Whether every worker thread exited before the deadline (false if a
-    /// step never returned: that worker is left behind, detached).
-    pub workers_joined: bool,
-}
 
 /// The scheduler: owns the worker threads. Dereferences to [`Handle`] for
 /// `submit`, `send`, `terminate` and `stats`; [`handle`](Scheduler::handle)
@@ -77,75 +63,13 @@ impl<P: SchedProcess> Scheduler<P> {
     ///
     /// [`Error::Cancelled`]: crate::Error::Cancelled
     pub fn shutdown(&self, deadline: Duration) -> ShutdownReport {
-        let shared = &self.handle.shared;
+        let shared = &self.handle.core.shared;
         if !shared.shutdown.claim() {
             return Shutdown::later(shared.clone()).wait();
         }
         let report = shut_down_once(&self.handle.core, deadline);
         shared.shutdown.finish(report);
         report
-    }
-}
-
-/// Where the first shutdown of a scheduler leaves its report, and where
-/// every other shutdown call, blocking or async, waits for it.
-pub(crate) struct ShutdownState {
-    phase: Mutex<Phase>,
-    done: Condvar,
-}
-
-enum Phase {
-    /// No shutdown has begun.
-    Open,
-    /// The first shutdown runs; async waiters to wake when it is done.
-    Running(Vec<Waker>),
-    Done(ShutdownReport),
-}
-
-impl ShutdownState {
-    pub(crate) fn new() -> Self {
-        ShutdownState {
-            phase: Mutex::new(Phase::Open),
-            done: Condvar::new(),
-        }
-    }
-
-    /// Runs `f` on the phase, under the lock.
-    fn with<R>(&self, f: impl FnOnce(&mut Phase) -> R) -> R {
-        f(&mut self.phase.lock().unwrap_or_else(|p| p.into_inner()))
-    }
-
-    /// Whether the caller is the first to shut down: it must run the
-    /// shutdown and then call `finish`.
-    fn claim(&self) -> bool {
-        self.with(|phase| {
-            if matches!(phase, Phase::Open) {
-                *phase = Phase::Running(Vec::new());
-                true
-            } else {
-                false
-            }
-        })
-    }
-
-    /// Stores the first shutdown's report and wakes every waiter.
-    fn finish(&self, report: ShutdownReport) {
-        let wakers = match self.with(|phase| std::mem::replace(phase, Phase::Done(report))) {
-            Phase::Running(wakers) => wakers,
-            Phase::Open | Phase::Done(_) => Vec::new(),
-        };
-        self.done.notify_all();
-        for waker in wakers {
-            waker.wake();
-        }
-    }
-}
-
-/// The first shutdown's report, as told to a call that was not the first.
-fn nothing_more(first: ShutdownReport) -> ShutdownReport {
-    ShutdownReport {
-        workers_joined: first.workers_joined,
-        ..ShutdownReport::default()
     }
 }
 
@@ -161,9 +85,9 @@ fn nothing_more(first: ShutdownReport) -> ShutdownReport {
 /// # use stepsched::{Context, Error, Events, Process, Status, StepOutput};
 /// # struct Noop;
 /// # impl Process for Noop {
-/// #     type Input = (); type Payload = (); type Command = String; type Output = ();
-/// #     fn init(&mut self, _: &Context, _: &str, _: ()) -> Result<(), Error> { Ok(()) }
-/// #     fn step(&mut self, _: Events<'_, ()>, out: &mut StepOutput<String, ()>) -> Result<(), Error> {
+/// #     type Input = (); type Message = (); type Response = (); type Command = String; type Output = ();
+/// #     fn init(&mut self, _: &Context<'_, Self>, _: &str, _: ()) -> Result<(), Error> { Ok(()) }
+/// #     fn step(&mut self, _cx: &mut Context<'_, Self>, _: Events<'_, ()>, out: &mut StepOutput<String, ()>) -> Result<(), Error> {
 /// #         out.set_status(Status::Idle);
 /// #         Ok(())
 /// #     }

@@ -71,6 +71,7 @@ use crate::primitive::sync::atomic::{
 };
 use crate::primitive::sync::{Arc, Condvar, Mutex};
 use crate::result::ResultCell;
+use crate::shutdown::Shared;
 use crossbeam_utils::CachePadded;
 
 /// `last_worker` before the first step.
@@ -94,6 +95,9 @@ pub(crate) type CompleteHook<O> = Arc<dyn Fn(Pid, Result<&O, &Error>) + Send + S
 
 /// Everything the scheduler's handles and workers share.
 pub(crate) struct Core<P: Process + 'static> {
+    /// What every handle shares besides the core (kept apart so that a
+    /// `Shutdown` future need not name the process type).
+    pub(crate) shared: Arc<Shared>,
     pub(crate) pool: OnceLock<Pool<Task<P>>>,
     pub(crate) routes: RoutingTable<Arc<Slot<P>>>,
     pub(crate) pids: PidAllocator,
@@ -340,7 +344,7 @@ pub(crate) struct Slot<P: Process + 'static> {
     pub(crate) state: StateCell,
     /// The event queue, created by the first event (an idle process that
     /// was never sent anything costs no queue).
-    pub(crate) queue: crate::primitive::once::OnceLock<EventQueue<P::Payload>>,
+    pub(crate) queue: crate::primitive::once::OnceLock<EventQueue<Ev<P>>>,
     /// The process and what only its owner touches; see the module docs
     /// for who the owner is.
     pub(crate) body: UnsafeCell<Body<P>>,
@@ -365,17 +369,20 @@ pub(crate) struct Slot<P: Process + 'static> {
     /// (see the module docs) touches it: a completer pushes here only when
     /// the thread-local dispatch marker names this slot, which is set on
     /// that worker's thread for the duration of its `dispatch`.
-    pub(crate) inline: UnsafeCell<Vec<Event<P::Payload>>>,
+    pub(crate) inline: UnsafeCell<Vec<Ev<P>>>,
 }
 
 /// A process's event queue: producers push through `sender`; only the
 /// owner of the process (see the module docs) drains `receiver`.
-pub(crate) struct EventQueue<T> {
-    pub(crate) sender: mpsc::Sender<Event<T>>,
-    pub(crate) receiver: UnsafeCell<mpsc::Receiver<Event<T>>>,
+/// An event of process type `P`.
+pub(crate) type Ev<P> = Event<<P as Process>::Message, <P as Process>::Response>;
+
+pub(crate) struct EventQueue<E> {
+    pub(crate) sender: mpsc::Sender<E>,
+    pub(crate) receiver: UnsafeCell<mpsc::Receiver<E>>,
 }
 
-impl<T> EventQueue<T> {
+impl<E> EventQueue<E> {
     pub(crate) fn new() -> Self {
         let receiver = mpsc::Receiver::new();
         EventQueue {
@@ -388,7 +395,7 @@ impl<T> EventQueue<T> {
 pub(crate) struct Body<P: Process + 'static> {
     /// `None` once closed.
     pub(crate) process: Option<P>,
-    pub(crate) batch: Vec<Event<P::Payload>>,
+    pub(crate) batch: Vec<Ev<P>>,
     pub(crate) out: StepOutput<P::Command, P::Output>,
     /// How the last step left the process waiting, if it did (`Idle` or
     /// `Yield`): a run of a waiting process that finds no event parks it
@@ -414,7 +421,8 @@ pub(crate) enum Waiting {
 unsafe impl<P> Sync for Slot<P>
 where
     P: Process + Send,
-    P::Payload: Send,
+    P::Message: Send,
+    P::Response: Send,
     P::Command: Send,
     P::Output: Send,
 {
@@ -424,7 +432,8 @@ where
 unsafe impl<P> Send for Slot<P>
 where
     P: Process + Send,
-    P::Payload: Send,
+    P::Message: Send,
+    P::Response: Send,
     P::Command: Send,
     P::Output: Send,
 {
@@ -463,7 +472,7 @@ impl<P: Process + 'static> Slot<P> {
     }
 
     /// The producers' side of the event queue, created on first use.
-    pub(crate) fn sender(&self) -> &mpsc::Sender<Event<P::Payload>> {
+    pub(crate) fn sender(&self) -> &mpsc::Sender<Ev<P>> {
         &self.queue.get_or_init(EventQueue::new).sender
     }
 
@@ -525,6 +534,18 @@ impl<P: SchedProcess> Slot<P> {
         }
     }
 
+    /// Calls `close` on `process` and drops it, catching a panic in
+    /// either (the process was taken out of the body, or never put in).
+    pub(crate) fn close_process(&self, mut process: P) {
+        if catch_unwind(AssertUnwindSafe(|| process.close())).is_err() {
+            tracing::debug!(pid = %self.pid, "close panicked");
+        }
+        let mut process = Some(process);
+        if catch_unwind(AssertUnwindSafe(|| drop(process.take()))).is_err() {
+            tracing::debug!(pid = %self.pid, "the process's drop panicked");
+        }
+    }
+
     /// Closes the process: `close`, then the event queue (later pushes are
     /// refused; queued events are dropped).
     ///
@@ -543,10 +564,8 @@ impl<P: SchedProcess> Slot<P> {
                 tracing::debug!(pid = %self.pid, "{what} panicked");
             }
         };
-        if let Some(mut process) = body.process.take() {
-            caught("close", &mut || process.close());
-            let mut process = Some(process);
-            caught("the process's drop", &mut || drop(process.take()));
+        if let Some(process) = body.process.take() {
+            self.close_process(process);
         }
         // `Vec::clear` empties the vector before dropping the elements, so
         // after a panicking payload the vector is still sound (and empty).

@@ -42,9 +42,9 @@ use crate::primitive::sync::atomic::Ordering;
 /// # use stepsched::{Context, Error, Events, Process, Scheduler, Status, StepOutput};
 /// # struct Nop;
 /// # impl Process for Nop {
-/// #     type Input = (); type Payload = (); type Command = String; type Output = ();
-/// #     fn init(&mut self, _: &Context, _: &str, _: ()) -> Result<(), Error> { Ok(()) }
-/// #     fn step(&mut self, _: Events<'_, ()>, out: &mut StepOutput<String, ()>) -> Result<(), Error> {
+/// #     type Input = (); type Message = (); type Response = (); type Command = String; type Output = ();
+/// #     fn init(&mut self, _: &Context<'_, Self>, _: &str, _: ()) -> Result<(), Error> { Ok(()) }
+/// #     fn step(&mut self, _cx: &mut Context<'_, Self>, _: Events<'_, ()>, out: &mut StepOutput<String, ()>) -> Result<(), Error> {
 /// #         out.set_status(Status::Done(()));
 /// #         Ok(())
 /// #     }

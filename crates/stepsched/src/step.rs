@@ -25,14 +25,15 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use stepsched_pool::WorkerContext;
 use stepsched_process::{
-    Error, Event, EventKind, Finish, Park, Process, Start, Status, StepOutput,
+    Context, Error, EventKind, Finish, Park, Process, Start, Status, StepOutput, Upgrade, UpgradeTo,
 };
 
 use crate::SchedProcess;
+use crate::handle::Handle;
 use crate::handler::{Command, Completer, Handler};
 use crate::primitive::sync::Arc;
 use crate::primitive::sync::atomic::Ordering;
-use crate::slot::{Core, Counters, Slot, Task, Waiting, bump};
+use crate::slot::{Core, Counters, Ev, Slot, Task, Waiting, bump};
 
 /// How many times in a row a process woken while running is requeued on
 /// its worker's local deque before it goes to the global queue.
@@ -42,19 +43,26 @@ const LOCAL_REQUEUES: u32 = 8;
 /// stepped again without going back to a run queue.
 const INLINE_STEPS: u32 = 16;
 
-/// The handler registry, fixed at build. A few handlers are found by a
-/// linear scan of their names (cheaper than hashing the command's name);
-/// many, through a hash map.
+/// A registered process factory, for upgrades.
+pub(crate) type Factory<P> = Box<dyn Fn() -> Result<P, Error> + Send + Sync>;
+
+/// The handler registry (and the upgrade factories), fixed at build. A few
+/// handlers are found by a linear scan of their names (cheaper than
+/// hashing the command's name); many, through a hash map.
 pub(crate) struct Handlers<P: Process + 'static> {
     few: Vec<(Box<str>, Arc<dyn Handler<P>>)>,
     many: HashMap<String, Arc<dyn Handler<P>>>,
+    factories: HashMap<String, Factory<P>>,
 }
 
 /// Up to this many handlers, lookup is a linear scan.
 const LINEAR_HANDLERS: usize = 8;
 
 impl<P: Process + 'static> Handlers<P> {
-    pub(crate) fn new(all: HashMap<String, Arc<dyn Handler<P>>>) -> Self {
+    pub(crate) fn new(
+        all: HashMap<String, Arc<dyn Handler<P>>>,
+        factories: HashMap<String, Factory<P>>,
+    ) -> Self {
         if all.len() <= LINEAR_HANDLERS {
             let few = all
                 .into_iter()
@@ -63,11 +71,13 @@ impl<P: Process + 'static> Handlers<P> {
             Handlers {
                 few,
                 many: HashMap::new(),
+                factories,
             }
         } else {
             Handlers {
                 few: Vec::new(),
                 many: all,
+                factories,
             }
         }
     }
@@ -93,6 +103,7 @@ impl<P: SchedProcess> Core<P> {
     pub(crate) fn run(
         &self,
         handlers: &Handlers<P>,
+        reach: &Handle<P>,
         Task(slot, streak): Task<P>,
         ctx: &WorkerContext<Task<P>>,
     ) {
@@ -111,6 +122,7 @@ impl<P: SchedProcess> Core<P> {
         let (line, owned) = self.counter_line(Some(worker));
         bump(&line.started, owned);
         let mut inline_budget = INLINE_STEPS;
+        let mut cx = Context::new(slot.pid, &slot.cancel, reach);
         let park = loop {
             // SAFETY: our `try_start` won: we own the body until our next
             // transition of `slot.state`, and we drop this borrow before it.
@@ -146,8 +158,23 @@ impl<P: SchedProcess> Core<P> {
             }
             bump(&line.steps, owned);
             let stepped = catch_unwind(AssertUnwindSafe(|| {
-                process.step(body.batch.drain(..), &mut body.out)
+                process.step(&mut cx, body.batch.drain(..), &mut body.out)
             }));
+            if let Some(upgrade) = cx.take_upgrade()
+                && matches!(stepped, Ok(Ok(())))
+            {
+                if let Err(e) = self.upgrade(handlers, reach, &slot, upgrade) {
+                    return self.end(&slot, Err(e), worker);
+                }
+                // The new process's first step, with whatever arrived
+                // meanwhile (possibly nothing), on the same inline budget
+                // as the re-steps below.
+                if inline_budget > 0 {
+                    inline_budget -= 1;
+                    continue;
+                }
+                break (slot.state.reschedule(), false);
+            }
             let status = match stepped {
                 Ok(Ok(())) => body.out.take_status(),
                 Ok(Err(e)) => return self.end(&slot, Err(e), worker),
@@ -235,6 +262,58 @@ impl<P: SchedProcess> Core<P> {
                 debug_assert!(false, "invalid transition from {state:?}");
             }
         }
+    }
+
+    /// Replaces the process we own (Running) as `upgrade` asks: closes
+    /// the old one, gets the new one, runs its `init`. Events queued
+    /// meanwhile stay in the queue (and the batch) for the new one's first
+    /// step. On an error the body holds no process.
+    fn upgrade(
+        &self,
+        handlers: &Handlers<P>,
+        reach: &Handle<P>,
+        slot: &Arc<Slot<P>>,
+        Upgrade {
+            to, method, input, ..
+        }: Upgrade<P>,
+    ) -> Result<(), Error> {
+        // SAFETY: we own the body (Running); no other borrow of it is live.
+        let body = unsafe { &mut *slot.body.get() };
+        // The old step's status and yields are not used.
+        if catch_unwind(AssertUnwindSafe(|| body.out.reset())).is_err() {
+            tracing::debug!(pid = %slot.pid, "a command's drop panicked");
+        }
+        if let Some(old) = body.process.take() {
+            slot.close_process(old);
+        }
+        let mut new = match to {
+            UpgradeTo::Process(new) => new,
+            UpgradeTo::Factory(name) => {
+                let Some(factory) = handlers.factories.get(&*name) else {
+                    tracing::debug!(pid = %slot.pid, factory = %name, "upgrade: no such factory");
+                    return Err(Error::Failed(format!("upgrade: no factory named `{name}`")));
+                };
+                match catch_unwind(AssertUnwindSafe(factory)) {
+                    Ok(made) => made?,
+                    Err(panic) => return Err(Error::Panicked(panic_message(&*panic))),
+                }
+            }
+        };
+        let cx = Context::new(slot.pid, &slot.cancel, reach);
+        let init = catch_unwind(AssertUnwindSafe(|| new.init(&cx, &method, input)));
+        let init = match init {
+            Ok(r) => r,
+            Err(panic) => Err(Error::Panicked(panic_message(&*panic))),
+        };
+        if let Err(e) = init {
+            tracing::debug!(pid = %slot.pid, method = %method, error = %e, "upgrade: init failed");
+            slot.close_process(new);
+            return Err(e);
+        }
+        tracing::debug!(pid = %slot.pid, method = %method, "process upgraded");
+        body.process = Some(new);
+        body.waiting = None;
+        Ok(())
     }
 
     /// Ends a process we own (Running) with `result`.
@@ -339,7 +418,7 @@ fn status_name<O>(status: &Status<O>) -> &'static str {
 /// One debug event per event in a batch about to be stepped (called only
 /// when debug events are enabled).
 #[cold]
-fn trace_events<P: SchedProcess>(slot: &Slot<P>, batch: &[Event<P::Payload>]) {
+fn trace_events<P: SchedProcess>(slot: &Slot<P>, batch: &[Ev<P>]) {
     for event in batch {
         match event.kind() {
             EventKind::Completion => tracing::debug!(

@@ -256,7 +256,7 @@ fn yields_once(probe: &Arc<Probe>, name: &str) -> FnProc {
                     return Ok(());
                 }
                 Event::Cancel => cancelled = true,
-                Event::Message(_) => {}
+                Event::Message { .. } => {}
             }
         }
         if cancelled {

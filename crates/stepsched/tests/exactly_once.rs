@@ -54,7 +54,7 @@ fn checked_process(probe: &Arc<Probe>, seed: u64) -> FnProc {
                     }
                     sum += v;
                 }
-                Event::Message(m) => {
+                Event::Message { data: m, .. } => {
                     let (sender, seq) = ((m / 1_000_000) as usize, m % 1_000_000);
                     if seq == FIN {
                         if next_seq[sender] != MESSAGES {

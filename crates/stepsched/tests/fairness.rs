@@ -100,7 +100,7 @@ fn a_process_that_messages_itself_does_not_starve_others() {
     handle.set(s.handle()).unwrap();
     let probe = Probe::new();
     let looper = FnProc::new(&probe, move |_, out, ctx| {
-        let me = stepsched::Pid::new(7, ctx.pid());
+        let me = ctx.pid();
         handle.get().unwrap().send(me, 1).unwrap();
         out.set_status(Status::Idle);
         Ok(())

@@ -92,16 +92,18 @@ struct Proc {
 
 impl Process for Proc {
     type Input = ();
-    type Payload = u64;
+    type Message = u64;
+    type Response = u64;
     type Command = String;
     type Output = u64;
 
-    fn init(&mut self, _: &Context, _: &str, (): ()) -> Result<(), Error> {
+    fn init(&mut self, _: &Context<'_, Self>, _: &str, (): ()) -> Result<(), Error> {
         Ok(())
     }
 
     fn step(
         &mut self,
+        _cx: &mut Context<'_, Self>,
         events: Events<'_, u64>,
         out: &mut StepOutput<String, u64>,
     ) -> Result<(), Error> {

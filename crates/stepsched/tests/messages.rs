@@ -48,7 +48,7 @@ fn send_to_a_blocked_process_wakes_it() {
             out.push_yield(1, cmd("hold", 0));
         }
         for e in events {
-            if let Event::Message(m) = e {
+            if let Event::Message { data: m, .. } = e {
                 out.set_status(Status::Done(m));
                 return Ok(());
             }
@@ -100,7 +100,7 @@ fn per_sender_fifo_without_loss_or_duplicates() {
         let p = FnProc::new(&probe, move |events, out, _| {
             for e in events {
                 match e {
-                    Event::Message(m) => got.push(m),
+                    Event::Message { data: m, .. } => got.push(m),
                     other => return Err(Error::failed(format!("unexpected {other:?}"))),
                 }
             }
@@ -169,22 +169,24 @@ struct FirstMessage {
 
 impl Process for FirstMessage {
     type Input = ();
-    type Payload = Tracked;
+    type Message = Tracked;
+    type Response = Tracked;
     type Command = &'static str;
     type Output = u64;
 
-    fn init(&mut self, _: &Context, _: &str, _: ()) -> Result<(), Error> {
+    fn init(&mut self, _: &Context<'_, Self>, _: &str, _: ()) -> Result<(), Error> {
         Ok(())
     }
 
     fn step(
         &mut self,
+        _cx: &mut Context<'_, Self>,
         events: Events<'_, Tracked>,
         out: &mut StepOutput<&'static str, u64>,
     ) -> Result<(), Error> {
         let mut first = None;
         for e in events {
-            if let Event::Message(m) = e {
+            if let Event::Message { data: m, .. } = e {
                 self.stepped.record(m.id);
                 first.get_or_insert(m.id);
             }

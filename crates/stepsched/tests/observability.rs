@@ -71,16 +71,18 @@ struct Waiter {
 
 impl Process for Waiter {
     type Input = ();
-    type Payload = u64;
+    type Message = u64;
+    type Response = u64;
     type Command = String;
     type Output = u64;
 
-    fn init(&mut self, _: &Context, _: &str, (): ()) -> Result<(), Error> {
+    fn init(&mut self, _: &Context<'_, Self>, _: &str, (): ()) -> Result<(), Error> {
         Ok(())
     }
 
     fn step(
         &mut self,
+        _cx: &mut Context<'_, Self>,
         events: Events<'_, u64>,
         out: &mut StepOutput<String, u64>,
     ) -> Result<(), Error> {
@@ -244,15 +246,21 @@ struct Holder {
 
 impl Process for Holder {
     type Input = ();
-    type Payload = ();
+    type Message = ();
+    type Response = ();
     type Command = String;
     type Output = ();
 
-    fn init(&mut self, _: &Context, _: &str, (): ()) -> Result<(), Error> {
+    fn init(&mut self, _: &Context<'_, Self>, _: &str, (): ()) -> Result<(), Error> {
         Ok(())
     }
 
-    fn step(&mut self, _: Events<'_, ()>, out: &mut StepOutput<String, ()>) -> Result<(), Error> {
+    fn step(
+        &mut self,
+        _cx: &mut Context<'_, Self>,
+        _: Events<'_, ()>,
+        out: &mut StepOutput<String, ()>,
+    ) -> Result<(), Error> {
         let _ = self.entered.send(());
         let _ = self.release.lock().unwrap().recv();
         out.set_status(Status::Done(()));
@@ -488,14 +496,16 @@ fn an_unknown_command_and_a_terminate_are_traced() {
     struct Lost;
     impl Process for Lost {
         type Input = ();
-        type Payload = u64;
+        type Message = u64;
+        type Response = u64;
         type Command = String;
         type Output = u64;
-        fn init(&mut self, _: &Context, _: &str, (): ()) -> Result<(), Error> {
+        fn init(&mut self, _: &Context<'_, Self>, _: &str, (): ()) -> Result<(), Error> {
             Ok(())
         }
         fn step(
             &mut self,
+            _cx: &mut Context<'_, Self>,
             _: Events<'_, u64>,
             out: &mut StepOutput<String, u64>,
         ) -> Result<(), Error> {

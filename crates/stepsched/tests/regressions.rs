@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use stepsched::{
-    Completer, Error, Event, Handle, JoinHandle, Pid, Process, SchedProcess, Scheduler, Status,
-    StepOutput, SubmitError, TerminateError,
+    Completer, Context, Error, Event, Handle, JoinHandle, Pid, Process, SchedProcess, Scheduler,
+    Status, StepOutput, SubmitError, TerminateError,
 };
 
 /// How long a test waits before it declares a hang (only bounds a failing
@@ -153,7 +153,7 @@ fn stale_flag_process(probe: &Arc<Probe>, then: Then, log: Arc<Mutex<Vec<usize>>
                         return Ok(());
                     }
                 }
-                Event::Message(m) => {
+                Event::Message { data: m, .. } => {
                     sum += m;
                     message = true;
                 }
@@ -360,7 +360,7 @@ fn matrix_process(
                         }
                     }
                 }
-                Event::Message(_) => message = true,
+                Event::Message { .. } => message = true,
                 Event::Cancel => return Err(Error::Cancelled),
             }
         }
@@ -989,11 +989,12 @@ impl Custom {
 
 impl Process for Custom {
     type Input = ();
-    type Payload = Boom;
+    type Message = Boom;
+    type Response = Boom;
     type Command = Cmd;
     type Output = i64;
 
-    fn init(&mut self, _: &stepsched::Context, _: &str, (): ()) -> Result<(), Error> {
+    fn init(&mut self, _: &Context<'_, Self>, _: &str, (): ()) -> Result<(), Error> {
         if let Some(f) = self.init.take() {
             f();
         }
@@ -1002,6 +1003,7 @@ impl Process for Custom {
 
     fn step(
         &mut self,
+        _cx: &mut Context<'_, Self>,
         events: stepsched::Events<'_, Boom>,
         out: &mut StepOutput<Cmd, i64>,
     ) -> Result<(), Error> {

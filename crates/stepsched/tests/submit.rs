@@ -19,11 +19,12 @@ struct Calc {
 
 impl Process for Calc {
     type Input = i64;
-    type Payload = i64;
+    type Message = i64;
+    type Response = i64;
     type Command = Cmd;
     type Output = i64;
 
-    fn init(&mut self, _: &Context, method: &str, input: i64) -> Result<(), Error> {
+    fn init(&mut self, _: &Context<'_, Self>, method: &str, input: i64) -> Result<(), Error> {
         self.mode = Some(match method {
             "double" => "double",
             "negate" => "negate",
@@ -33,7 +34,12 @@ impl Process for Calc {
         Ok(())
     }
 
-    fn step(&mut self, _: Events<'_, i64>, out: &mut StepOutput<Cmd, i64>) -> Result<(), Error> {
+    fn step(
+        &mut self,
+        _cx: &mut Context<'_, Self>,
+        _: Events<'_, i64>,
+        out: &mut StepOutput<Cmd, i64>,
+    ) -> Result<(), Error> {
         let v = match self.mode {
             Some("double") => self.input * 2,
             Some("negate") => -self.input,

@@ -246,7 +246,7 @@ fn a_process_can_terminate_itself_from_its_handler() {
                 .iter()
                 .all(|e| !matches!(e, Event::Completion { .. }))
         );
-        out.push_yield(1, cmd("kill-me", ctx.pid() as i64));
+        out.push_yield(1, cmd("kill-me", ctx.pid().number() as i64));
         out.set_status(Status::Yield);
         Ok(())
     });

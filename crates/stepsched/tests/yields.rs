@@ -227,7 +227,7 @@ fn a_completer_used_after_its_process_ended_returns_false() {
                 out.push_yield(2, cmd("hold", 0));
             }
             for e in events {
-                if let Event::Message(m) = e {
+                if let Event::Message { data: m, .. } = e {
                     out.set_status(Status::Done(m));
                     return Ok(());
                 }
@@ -285,7 +285,7 @@ fn a_stale_completer_never_reaches_a_new_process_with_the_same_pid() {
     let p2 = FnProc::new(&new, move |events, out, _| {
         for e in events {
             log.lock().unwrap().push(format!("{e:?}"));
-            if let Event::Message(m) = e {
+            if let Event::Message { data: m, .. } = e {
                 out.set_status(Status::Done(m));
                 return Ok(());
             }
@@ -299,6 +299,6 @@ fn a_stale_completer_never_reaches_a_new_process_with_the_same_pid() {
     assert!(!stale.complete(Ok(99)), "a stale completion is refused");
     s.send(pid, 4).unwrap();
     assert_eq!(join(h2).unwrap(), 4);
-    assert_eq!(*got.lock().unwrap(), ["Message(4)"]);
+    assert_eq!(*got.lock().unwrap(), ["Message { from: None, data: 4 }"]);
     assert_eq!(old.counts().steps, 1);
 }

@@ -117,7 +117,12 @@ impl Probe {
 }
 
 pub type StepFn = Box<
-    dyn FnMut(Vec<Event<i64>>, &mut StepOutput<Cmd, i64>, &Context) -> Result<(), Error> + Send,
+    dyn FnMut(
+            Vec<Event<i64>>,
+            &mut StepOutput<Cmd, i64>,
+            &mut Context<'_, FnProc>,
+        ) -> Result<(), Error>
+        + Send,
 >;
 
 /// A process whose step is a closure. Entry points: `main` and `alt` start
@@ -126,37 +131,37 @@ pub type StepFn = Box<
 pub struct FnProc {
     probe: Arc<Probe>,
     step: StepFn,
-    ctx: Option<Context>,
 }
 
 impl FnProc {
     pub fn new(
         probe: &Arc<Probe>,
-        step: impl FnMut(Vec<Event<i64>>, &mut StepOutput<Cmd, i64>, &Context) -> Result<(), Error>
+        step: impl FnMut(
+            Vec<Event<i64>>,
+            &mut StepOutput<Cmd, i64>,
+            &mut Context<'_, FnProc>,
+        ) -> Result<(), Error>
         + Send
         + 'static,
     ) -> Self {
         FnProc {
             probe: probe.clone(),
             step: Box::new(step),
-            ctx: None,
         }
     }
 }
 
 impl Process for FnProc {
     type Input = i64;
-    type Payload = i64;
+    type Message = i64;
+    type Response = i64;
     type Command = Cmd;
     type Output = i64;
 
-    fn init(&mut self, ctx: &Context, method: &str, _input: i64) -> Result<(), Error> {
+    fn init(&mut self, _: &Context<'_, Self>, method: &str, _input: i64) -> Result<(), Error> {
         self.probe.bump(|c| c.inits += 1);
         match method {
-            "main" | "alt" => {
-                self.ctx = Some(ctx.clone());
-                Ok(())
-            }
+            "main" | "alt" => Ok(()),
             "fail" => Err(Error::failed("init refused")),
             "panic" => panic!("init exploded"),
             other => Err(Error::UnknownMethod(other.to_string())),
@@ -165,6 +170,7 @@ impl Process for FnProc {
 
     fn step(
         &mut self,
+        cx: &mut Context<'_, Self>,
         events: stepsched::Events<'_, i64>,
         out: &mut StepOutput<Cmd, i64>,
     ) -> Result<(), Error> {
@@ -178,8 +184,7 @@ impl Process for FnProc {
         }
         let _leave = Leave(&self.probe);
         let events: Vec<_> = events.collect();
-        let ctx = self.ctx.as_ref().expect("stepped after init");
-        (self.step)(events, out, ctx)
+        (self.step)(events, out, cx)
     }
 
     fn close(&mut self) {
@@ -296,7 +301,7 @@ pub fn idle_until_message(probe: &Arc<Probe>) -> FnProc {
     FnProc::new(probe, |events, out, _| {
         for e in events {
             match e {
-                Event::Message(m) => {
+                Event::Message { data: m, .. } => {
                     out.set_status(stepsched::Status::Done(m));
                     return Ok(());
                 }
@@ -357,7 +362,7 @@ pub fn yielder(
                     seen.push((tag, result.map_err(|e| e.to_string())));
                 }
                 Event::Cancel => return Err(Error::Cancelled),
-                Event::Message(_) => {}
+                Event::Message { .. } => {}
             }
         }
         if waiting.is_empty() {

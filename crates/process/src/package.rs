@@ -17,7 +17,7 @@ use crate::Pid;
 /// # Examples
 ///
 /// ```
-/// use stepsched_relay::{Package, Pid};
+/// use stepsched_process::{Package, Pid};
 ///
 /// let to = Pid::new(0, 2);
 /// let package = Package::new(to, "greet", "hello").with_sender(Pid::new(0, 1));
@@ -45,7 +45,7 @@ impl<M> Package<M> {
     /// # Examples
     ///
     /// ```
-    /// use stepsched_relay::{Package, Pid};
+    /// use stepsched_process::{Package, Pid};
     ///
     /// let package = Package::new(Pid::new(0, 9), String::from("dynamic"), 7_u32);
     /// assert_eq!(package.from, None);
@@ -68,7 +68,7 @@ impl<M> Package<M> {
     /// # Examples
     ///
     /// ```
-    /// use stepsched_relay::{Package, Pid};
+    /// use stepsched_process::{Package, Pid};
     ///
     /// let package = Package::new(Pid::new(0, 2), "ping", ()).with_sender(Pid::new(0, 1));
     /// assert_eq!(package.from, Some(Pid::new(0, 1)));
@@ -85,7 +85,7 @@ impl<M> Package<M> {
     /// # Examples
     ///
     /// ```
-    /// use stepsched_relay::{Package, Pid};
+    /// use stepsched_process::{Package, Pid};
     ///
     /// assert_eq!(Package::new(Pid::new(0, 1), "n", 5).into_payload(), 5);
     /// ```
@@ -101,7 +101,7 @@ impl<M> Package<M> {
     /// # Examples
     ///
     /// ```
-    /// use stepsched_relay::{Package, Pid};
+    /// use stepsched_process::{Package, Pid};
     ///
     /// let package = Package::new(Pid::new(0, 1), "n", 5).map(|n| n * 2);
     /// assert_eq!(package.payload, 10);
