@@ -31,15 +31,28 @@
 //! # Value types
 //!
 //! [`Process`] names its value types as associated types: `Input` (to
-//! `init`), `Payload` (event data), `Command` (in yields) and `Output` (the
-//! result). [`Event<T>`] and [`StepOutput<C, R>`] are generic over them and
-//! store them inline, so a runtime passes its own value type through the
-//! scheduler without boxing each event — a Lua or WASM host uses its `Value`
-//! for all four, an actor framework its own message, command and result
-//! types. Associated types (rather than trait parameters) keep a scheduler
-//! generic over the process type alone; the trait stays dyn-compatible for
-//! schedulers that mix process types behind one `Box<dyn Process<..>>`.
+//! `init`), `Message` (what others send it), `Response` (what a handler
+//! answers to one of its yields), `Command` (in yields) and `Output` (the
+//! result). [`Event<M, R>`](Event) and [`StepOutput<C, R>`] are generic
+//! over them and store them inline, so a runtime passes its own types
+//! through the scheduler without boxing each event — a Lua or WASM host
+//! uses its `Value` for all five, an actor framework a message enum and a
+//! response type apart, with no unreachable arms. Associated types (rather
+//! than trait parameters) keep a scheduler generic over the process type
+//! alone.
 //!
+//! # Reach
+//!
+//! Each `init` and `step` gets a [`Context`]: the process's [`Pid`] and
+//! [`CancelToken`], and through the scheduler's [`Reach`] the calls a
+//! process makes beyond itself — [`send`](Context::send) (the recipient
+//! sees the sender), [`spawn`](Context::spawn),
+//! [`terminate`](Context::terminate) — and, from a step,
+//! [`upgrade`](Context::upgrade): be replaced by another process under the
+//! same PID, keeping every queued event. [`Pid`], [`Package`] and the
+//! errors of those calls ([`SendError`], [`SubmitError`],
+//! [`TerminateError`]) are defined here so that every layer shares them.
+
 //! # Allocation
 //!
 //! [`Yields`] stores the first [`INLINE_YIELDS`] (two) yields inline and

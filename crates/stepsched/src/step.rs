@@ -312,7 +312,6 @@ impl<P: SchedProcess> Core<P> {
         }
         tracing::debug!(pid = %slot.pid, method = %method, "process upgraded");
         body.process = Some(new);
-        body.waiting = None;
         Ok(())
     }
 

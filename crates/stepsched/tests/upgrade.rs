@@ -186,6 +186,22 @@ fn an_upgrade_racing_terminate_ends_terminated_exactly_once() {
     }
 }
 
+#[test]
+fn a_process_upgrading_forever_does_not_starve_the_others() {
+    let probe = Probe::new();
+    let s = Builder::new().workers(1).build().unwrap();
+    let pid = s.allocate_pid();
+    let h = s.submit(pid, restless(&probe), "main", 0).unwrap();
+    // Submitted after it, on the same single worker: runs only if the
+    // upgrader leaves the worker now and then.
+    let other = s
+        .submit(s.allocate_pid(), done_at_once(&Probe::new(), 3), "main", 0)
+        .unwrap();
+    assert_eq!(join(other), Ok(3));
+    s.terminate(pid).unwrap();
+    assert_eq!(join(h), Err(Error::Terminated));
+}
+
 /// Upgrades at its first step as `how` says.
 fn upgrades_once(
     probe: &Arc<Probe>,
