@@ -10,7 +10,7 @@ use core::str::FromStr;
 /// A process id: the node it lives on and its number on that node.
 ///
 /// `Pid` is `Copy`, 16 bytes, totally ordered by `(node, number)`, and hashes
-/// with two integer writes, so [`PidBuildHasher`](crate::PidBuildHasher) turns
+/// with two integer writes, so `stepsched-relay`'s `PidBuildHasher` turns
 /// it into a table index in a handful of instructions.
 ///
 /// Its [`Display`](fmt::Display) form `<node.number>` parses back with
