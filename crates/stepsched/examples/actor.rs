@@ -121,10 +121,11 @@ impl Process for Bank {
                 pending,
                 next_tag,
             } => {
-                let reply = |to: Option<Pid>, r: Reply| match to {
+                let reply = |to: Option<Pid>, r: Reply| {
                     // A client that is gone is no error for the account.
-                    Some(to) => drop(ctx.send(to, Msg::Reply(r))),
-                    None => {}
+                    if let Some(to) = to {
+                        let _ = ctx.send(to, Msg::Reply(r));
+                    }
                 };
                 for event in events {
                     match event {

@@ -10,9 +10,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread;
 
-use stepsched::{
-    Command, Completer, Context, Error, Event, Events, Process, Scheduler, Status, StepOutput,
-};
+use stepsched::{Command, Context, Error, Event, Events, Process, Scheduler, Status, StepOutput};
 
 /// The command: square this number.
 struct Square(i64);
@@ -106,15 +104,12 @@ fn main() {
     let jobs = Mutex::new(jobs);
     let scheduler = Scheduler::<Parent>::builder()
         .workers(2)
-        .handler(
-            "square",
-            move |Square(n): Square, done: Completer<Parent>| {
-                let job: Job = Box::new(move || {
-                    done.complete(Ok(n * n));
-                });
-                jobs.lock().expect("jobs").send(job).expect("the pool runs");
-            },
-        )
+        .handler("square", move |Square(n), done| {
+            let job: Job = Box::new(move || {
+                done.complete(Ok(n * n));
+            });
+            jobs.lock().expect("jobs").send(job).expect("the pool runs");
+        })
         .build()
         .expect("workers");
 

@@ -1,14 +1,12 @@
-//! Two processes hit a ball back and forth: each holds a [`Handle`] to its
-//! own scheduler (passed in as `init` input) and sends the ball to its
-//! peer by PID.
+//! Two processes hit a ball back and forth: the server sends the ball to
+//! its peer by PID (`ctx.send`), and each hits it back to the sender it
+//! sees on the message event.
 //!
 //! ```sh
 //! cargo run -p stepsched --example ping_pong
 //! ```
 
-use stepsched::{
-    Context, Error, Event, Events, Handle, Pid, Process, Scheduler, Status, StepOutput,
-};
+use stepsched::{Context, Error, Event, Events, Pid, Process, Scheduler, Status, StepOutput};
 
 /// The ball carries how many hits are left.
 type Ball = u64;
@@ -17,17 +15,15 @@ type Ball = u64;
 /// the number of hits made once the rally is over.
 #[derive(Default)]
 struct Player {
-    handle: Option<Handle<Player>>,
-    peer: Option<Pid>,
     hits: u64,
-    serve: Option<Ball>,
+    serve: Option<(Pid, Ball)>,
 }
 
 impl Process for Player {
-    /// The scheduler's handle, the peer, and the rally length if serving.
-    type Input = (Handle<Player>, Pid, Option<Ball>);
+    /// The peer to serve to and the rally length, if serving.
+    type Input = Option<(Pid, Ball)>;
     type Message = Ball;
-    type Response = Ball;
+    type Response = ();
     type Command = &'static str;
     type Output = u64;
 
@@ -35,12 +31,10 @@ impl Process for Player {
         &mut self,
         _: &Context<'_, Self>,
         method: &str,
-        (handle, peer, serve): Self::Input,
+        serve: Self::Input,
     ) -> Result<(), Error> {
         match method {
             "play" => {
-                self.handle = Some(handle);
-                self.peer = Some(peer);
                 self.serve = serve;
                 Ok(())
             }
@@ -50,29 +44,32 @@ impl Process for Player {
 
     fn step(
         &mut self,
-        _cx: &mut Context<'_, Self>,
-        events: Events<'_, Ball>,
+        ctx: &mut Context<'_, Self>,
+        events: Events<'_, Ball, ()>,
         out: &mut StepOutput<&'static str, u64>,
     ) -> Result<(), Error> {
-        let handle = self.handle.as_ref().expect("initialized");
-        let peer = self.peer.expect("initialized");
-        let mut balls: Vec<Ball> = self.serve.take().into_iter().collect();
+        let mut balls: Vec<(Pid, Ball)> = self.serve.take().into_iter().collect();
         for event in events {
             match event {
-                Event::Message { data: left, .. } => balls.push(left),
+                Event::Message {
+                    from: Some(peer),
+                    data: left,
+                } => balls.push((peer, left)),
+                Event::Message { from: None, .. } => {
+                    return Err(Error::failed("a ball from outside the game"));
+                }
                 Event::Cancel => return Err(Error::Cancelled),
                 Event::Completion { .. } => {}
             }
         }
-        for left in balls {
+        for (peer, left) in balls {
             if left == 0 {
                 // The peer made the last hit.
                 out.set_status(Status::Done(self.hits));
                 return Ok(());
             }
             self.hits += 1;
-            handle
-                .send(peer, left - 1)
+            ctx.send(peer, left - 1)
                 .map_err(|e| Error::failed(format!("hit back: {e}")))?;
             if left == 1 {
                 // Our hit was the last one.
@@ -92,13 +89,12 @@ fn main() {
         .build()
         .expect("workers");
     let (ping, pong) = (scheduler.allocate_pid(), scheduler.allocate_pid());
-    let h = scheduler.handle();
     // Pong first, so the serve finds it.
     let pong_join = scheduler
-        .submit(pong, Player::default(), "play", (h.clone(), ping, None))
+        .submit(pong, Player::default(), "play", None)
         .expect("submit pong");
     let ping_join = scheduler
-        .submit(ping, Player::default(), "play", (h, pong, Some(RALLY)))
+        .submit(ping, Player::default(), "play", Some((pong, RALLY)))
         .expect("submit ping");
     let ping_hits = ping_join.join().expect("ping");
     let pong_hits = pong_join.join().expect("pong");

@@ -35,14 +35,17 @@ impl Process for Counter {
 
     fn step(
         &mut self,
-        _cx: &mut Context<'_, Self>,
+        ctx: &mut Context<'_, Self>,
         events: Events<'_, u64>,
         out: &mut StepOutput<&'static str, u64>,
     ) -> Result<(), Error> {
         for event in events {
             match event {
                 Event::Message { .. } => self.seen += 1,
+                // Shutdown also cancels the process's token
+                // (`ctx.is_cancelled()`), for work outside the step.
                 Event::Cancel if self.polite => {
+                    assert!(ctx.is_cancelled());
                     out.set_status(Status::Done(self.seen));
                     return Ok(());
                 }
@@ -83,7 +86,7 @@ fn main() {
         .submit(
             stubborn_pid,
             Counter {
-                polite: true,
+                polite: false,
                 seen: 0,
             },
             "stubborn",
