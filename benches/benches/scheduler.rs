@@ -9,7 +9,7 @@
 //!   completes every yield at once, on the worker (tokio: 1 000 tasks call
 //!   `tokio::task::yield_now().await` 100 times each).
 //! * `scheduler_ping_pong`: two processes exchange 10 000 round trips; each
-//!   step answers the message it got with `Handle::send` to its peer, then
+//!   step answers the message it got with `Context::send` to its peer, then
 //!   returns `Idle` (tokio: two tasks on a pair of unbounded
 //!   `tokio::sync::mpsc` channels).
 //! * `scheduler_fan_in`: 1 000 idle processes, then the benchmark thread
@@ -44,7 +44,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
 use stepsched::{
-    Completer, Context, Error, Event, Events, Handle, Pid, Process, Scheduler, Status, StepOutput,
+    Completer, Context, Error, Event, Events, Pid, Process, Scheduler, Status, StepOutput,
 };
 use tokio::runtime::Runtime;
 use tokio::sync::mpsc;
@@ -219,7 +219,6 @@ enum Bench {
     /// finishes after `left` more. The `server` sends the first ball at
     /// its first step (then `served` is set) and does not answer the last.
     Player {
-        handle: Handle<Bench>,
         peer: Pid,
         left: u32,
         server: bool,
@@ -249,7 +248,7 @@ impl Process for Bench {
 
     fn step(
         &mut self,
-        _cx: &mut Context<'_, Self>,
+        ctx: &mut Context<'_, Self>,
         events: Events<'_, u64>,
         out: &mut StepOutput<&'static str, u64>,
     ) -> Result<(), Error> {
@@ -274,17 +273,12 @@ impl Process for Bench {
                 }
             }
             Bench::Player {
-                handle,
                 peer,
                 left,
                 server,
                 served,
             } => {
-                let send = |n: u64| {
-                    handle
-                        .send(*peer, n)
-                        .map_err(|e| Error::failed(e.to_string()))
-                };
+                let send = |n: u64| ctx.send(*peer, n).map_err(Error::from);
                 if *server && !std::mem::replace(served, true) {
                     send(0)?;
                 }
@@ -462,7 +456,6 @@ fn ping_pong(c: &mut Criterion) {
                 for _ in 0..iters {
                     let (a, b) = (s.allocate_pid(), s.allocate_pid());
                     let player = |peer, server| Bench::Player {
-                        handle: s.handle(),
                         peer,
                         left: ROUND_TRIPS,
                         server,

@@ -186,7 +186,10 @@ pub trait Process: Sized {
     /// process with an error. Yields are dispatched whatever the status,
     /// except [`Done`](crate::Status::Done) (see [`Status`](crate::Status)).
     /// A step that asks for an [`upgrade`](Context::upgrade) is the last
-    /// step of this process value: its status and yields are not used.
+    /// step of this process value: it need not set a status, and its
+    /// status and yields are not used. Events it was handed and did not
+    /// consume are dropped with it, as after any step; events queued after
+    /// it go to the new process.
     ///
     /// # Errors
     ///
@@ -320,9 +323,10 @@ impl<'a, P: Process> Context<'a, P> {
     /// meanwhile — completions of the old process's yields included. If
     /// the new `init` fails, the process ends with that error.
     ///
-    /// The step that asks is the last of the current process: its status
-    /// and yields are not used. A second call in one step replaces the
-    /// first.
+    /// The step that asks is the last of the current process: it need not
+    /// set a status, and its status and yields are not used; the events it
+    /// was handed are its own (what it did not consume is dropped). A
+    /// second call in one step replaces the first.
     pub fn upgrade(&mut self, process: P, method: impl Into<Cow<'static, str>>, input: P::Input) {
         self.upgrade = Some(Upgrade {
             to: UpgradeTo::Process(process),

@@ -266,6 +266,57 @@ impl fmt::Display for TerminateError {
 
 impl std::error::Error for TerminateError {}
 
+/// A refused send as a process's error (so a step can use `?`): an
+/// [`Error::Failed`] naming the cause and the PID; the message is dropped.
+///
+/// ```
+/// use stepsched_process::{Error, Package, Pid, SendError};
+///
+/// let e: Error = SendError::Closed(Package::new(Pid::new(0, 2), "", 5)).into();
+/// assert_eq!(e, Error::failed("process <0.2> is closed"));
+/// ```
+impl<M> From<SendError<M>> for Error {
+    fn from(e: SendError<M>) -> Self {
+        Error::Failed(e.to_string())
+    }
+}
+
+/// A refused spawn as a process's error (so a step can use `?`): the
+/// child's `init` error itself, or an [`Error::Failed`] naming the
+/// refusal; the child is dropped.
+///
+/// ```
+/// use stepsched_process::{Error, SubmitError};
+///
+/// let e: Error = SubmitError::<()>::Init(Error::UnknownMethod("x".into())).into();
+/// assert_eq!(e, Error::UnknownMethod("x".into()));
+/// let e: Error = SubmitError::Stopping(()).into();
+/// assert_eq!(e, Error::failed("the scheduler is stopping"));
+/// ```
+impl<P> From<SubmitError<P>> for Error {
+    fn from(e: SubmitError<P>) -> Self {
+        match e {
+            SubmitError::Init(e) => e,
+            other => Error::Failed(other.to_string()),
+        }
+    }
+}
+
+/// A refused terminate as a process's error (so a step can use `?`): an
+/// [`Error::Failed`] naming the cause and the PID.
+///
+/// ```
+/// use stepsched_process::{Error, Pid, TerminateError};
+///
+/// let e: Error = TerminateError::UnknownPid(Pid::new(0, 4)).into();
+/// assert_eq!(e, Error::failed("no process has pid <0.4>"));
+/// ```
+impl From<TerminateError> for Error {
+    fn from(e: TerminateError) -> Self {
+        Error::Failed(e.to_string())
+    }
+}
+
 /// The scheduler side of a [`Context`](crate::Context): what a process can
 /// ask of the scheduler that runs it.
 ///
