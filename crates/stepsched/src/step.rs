@@ -123,6 +123,11 @@ impl<P: SchedProcess> Core<P> {
         bump(&line.started, owned);
         let mut inline_budget = INLINE_STEPS;
         let mut cx = Context::new(slot.pid, &slot.cancel, reach);
+        // Whether per-step and per-yield events can be enabled at all, read
+        // once per run: with no subscriber (or a quieter one) the loop pays
+        // two branches on locals, not a level check per event.
+        let traced = tracing::level_enabled!(tracing::Level::TRACE);
+        let debugged = tracing::level_enabled!(tracing::Level::DEBUG);
         let park = loop {
             // SAFETY: our `try_start` won: we own the body until our next
             // transition of `slot.state`, and we drop this borrow before it.
@@ -145,9 +150,10 @@ impl<P: SchedProcess> Core<P> {
                 debug_assert!(false, "a started process is not closed");
                 return;
             };
-            let _span =
-                tracing::trace_span!("step", pid = %slot.pid, events = body.batch.len()).entered();
-            if tracing::enabled!(tracing::Level::DEBUG) {
+            let _span = traced.then(|| {
+                tracing::trace_span!("step", pid = %slot.pid, events = body.batch.len()).entered()
+            });
+            if debugged && tracing::enabled!(tracing::Level::DEBUG) {
                 trace_events(&slot, &body.batch);
             }
             // The last look before a step begins: once `terminate` returned
@@ -182,12 +188,14 @@ impl<P: SchedProcess> Core<P> {
                     return self.end(&slot, Err(Error::Panicked(panic_message(&*panic))), worker);
                 }
             };
-            tracing::trace!(
-                pid = %slot.pid,
-                status = status.as_ref().map_or("none", status_name),
-                yields = body.out.yields().len(),
-                "step returned"
-            );
+            if traced {
+                tracing::trace!(
+                    pid = %slot.pid,
+                    status = status.as_ref().map_or("none", status_name),
+                    yields = body.out.yields().len(),
+                    "step returned"
+                );
+            }
             let status = match status {
                 // A finished process's yields are not dispatched.
                 Some(Status::Done(output)) => return self.end(&slot, Ok(output), worker),
@@ -202,7 +210,7 @@ impl<P: SchedProcess> Core<P> {
             // `dispatch` looks at the state cell before each one, so none
             // is dispatched once a terminate has landed.
             if !body.out.yields().is_empty() {
-                self.dispatch(handlers, &slot, &mut body.out);
+                self.dispatch(handlers, &slot, &mut body.out, debugged);
             }
             // SAFETY: completions made inline during the dispatch are ours
             // (we own the process, see `Slot::inline`).
@@ -344,6 +352,7 @@ impl<P: SchedProcess> Core<P> {
         handlers: &Handlers<P>,
         slot: &Arc<Slot<P>>,
         out: &mut StepOutput<P::Command, P::Output>,
+        debugged: bool,
     ) {
         let _dispatching = crate::handler::Dispatching::enter(Arc::as_ptr(slot) as *const ());
         for y in out.yields_mut().drain() {
@@ -353,12 +362,14 @@ impl<P: SchedProcess> Core<P> {
                 break;
             }
             let completer = Completer::new(slot.clone(), y.tag);
-            tracing::debug!(
-                pid = %slot.pid,
-                tag = y.tag,
-                command = y.command.name(),
-                "yield dispatched"
-            );
+            if debugged {
+                tracing::debug!(
+                    pid = %slot.pid,
+                    tag = y.tag,
+                    command = y.command.name(),
+                    "yield dispatched"
+                );
+            }
             match handlers.get(y.command.name()) {
                 Some(handler) => {
                     // A panic drops the completer, which completes the tag
