@@ -17,6 +17,12 @@
 //!   finishes after its 100th (tokio: 1 000 tasks, each receiving from its
 //!   own unbounded channel). Creating the receivers is not timed: the timer
 //!   starts once all of them have run their first step.
+//! * `scheduler_counting`: one process receives 1 000 000 messages that
+//!   the benchmark thread sends it with `Scheduler::send`, and finishes
+//!   after the last (tokio: one task receiving from one unbounded channel).
+//! * `scheduler_spawn_receive`: the benchmark thread submits 100 000
+//!   processes, then sends each one message; each finishes on it (tokio:
+//!   100 000 tasks, each with its own unbounded channel).
 //!
 //! Both peers see the same completion signal: every process (on our side
 //! through the `on_complete` hook) or task counts a shared latch down, and
@@ -61,6 +67,10 @@ const ROUND_TRIPS: u32 = 10_000;
 const SINKS: usize = 1_000;
 /// Messages per receiver in `scheduler_fan_in`.
 const MESSAGES: u32 = 100;
+/// Messages one sender sends one receiver in `scheduler_counting`.
+const COUNTED: u32 = 1_000_000;
+/// Processes (tasks) spawned in `scheduler_spawn_receive`, one message each.
+const RECEIVERS: usize = 100_000;
 /// Idle processes (tasks) in the memory measurement.
 const IDLE: usize = 100_000;
 /// Worker counts compared.
@@ -587,6 +597,120 @@ fn fan_in(c: &mut Criterion) {
     group.finish();
 }
 
+fn counting(c: &mut Criterion) {
+    let mut group = c.benchmark_group("scheduler_counting");
+    group.throughput(Throughput::Elements(u64::from(COUNTED)));
+    let done = Latch::leak();
+    for workers in WORKERS {
+        let s = scheduler(workers, done);
+        group.bench_function(id("stepsched", workers), |b| {
+            b.iter_custom(|iters| {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    done.arm(1);
+                    let pid = s.allocate_pid();
+                    let sink = Bench::Sink {
+                        left: COUNTED,
+                        started: None,
+                    };
+                    submit(&s, pid, sink);
+                    for m in 0..COUNTED {
+                        s.send(pid, u64::from(m)).expect("the counter is live");
+                    }
+                    done.wait();
+                }
+                start.elapsed()
+            });
+        });
+        drop(s);
+
+        let rt = runtime(workers);
+        group.bench_function(id("tokio", workers), |b| {
+            b.iter_custom(|iters| {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    done.arm(1);
+                    let (tx, mut rx) = mpsc::unbounded_channel::<u64>();
+                    drop(rt.spawn(async move {
+                        for _ in 0..COUNTED {
+                            rx.recv().await.expect("a message");
+                        }
+                        done.count_down();
+                    }));
+                    for m in 0..COUNTED {
+                        tx.send(u64::from(m)).expect("the task is live");
+                    }
+                    done.wait();
+                }
+                start.elapsed()
+            });
+        });
+        drop(rt);
+    }
+    group.finish();
+}
+
+fn spawn_receive(c: &mut Criterion) {
+    let mut group = c.benchmark_group("scheduler_spawn_receive");
+    group.throughput(Throughput::Elements(RECEIVERS as u64));
+    let done = Latch::leak();
+    for workers in WORKERS {
+        let s = scheduler(workers, done);
+        group.bench_function(id("stepsched", workers), |b| {
+            let mut pids = Vec::with_capacity(RECEIVERS);
+            b.iter_custom(|iters| {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    pids.clear();
+                    done.arm(RECEIVERS);
+                    for _ in 0..RECEIVERS {
+                        let pid = s.allocate_pid();
+                        let sink = Bench::Sink {
+                            left: 1,
+                            started: None,
+                        };
+                        submit(&s, pid, sink);
+                        pids.push(pid);
+                    }
+                    for &pid in &pids {
+                        s.send(pid, 1).expect("the receiver is live");
+                    }
+                    done.wait();
+                }
+                start.elapsed()
+            });
+        });
+        drop(s);
+
+        let rt = runtime(workers);
+        group.bench_function(id("tokio", workers), |b| {
+            let mut senders = Vec::with_capacity(RECEIVERS);
+            b.iter_custom(|iters| {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    senders.clear();
+                    done.arm(RECEIVERS);
+                    for _ in 0..RECEIVERS {
+                        let (tx, mut rx) = mpsc::unbounded_channel::<u64>();
+                        drop(rt.spawn(async move {
+                            rx.recv().await.expect("a message");
+                            done.count_down();
+                        }));
+                        senders.push(tx);
+                    }
+                    for tx in &senders {
+                        tx.send(1).expect("the task is live");
+                    }
+                    done.wait();
+                }
+                start.elapsed()
+            });
+        });
+        drop(rt);
+    }
+    group.finish();
+}
+
 // ---------------------------------------------------------------------------
 // Memory
 
@@ -699,7 +823,7 @@ criterion_group! {
         .sample_size(10)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3));
-    targets = spawn, yields, ping_pong, fan_in
+    targets = spawn, yields, ping_pong, fan_in, counting, spawn_receive
 }
 
 fn main() {
