@@ -6,7 +6,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
 use stepsched_process::{
-    CancelToken, Context, Error, Event, Package, Pid, Reach, SendError, SubmitError, TerminateError,
+    CancelToken, Context, Event, Package, Pid, Reach, SendError, SubmitError, TerminateError,
 };
 use stepsched_relay::Receiver;
 
@@ -15,8 +15,7 @@ use crate::join::JoinHandle;
 use crate::primitive::sync::Arc;
 use crate::primitive::sync::atomic::{Ordering, fence};
 use crate::scheduler::Shutdown;
-use crate::slot::{Core, FORCED_CANCELLED, FORCED_TERMINATED, Slot, Task};
-use crate::step::panic_message;
+use crate::slot::{Core, FORCED_CANCELLED, FORCED_TERMINATED, Slot, Task, init_caught};
 
 /// A cloneable handle to a scheduler, for use anywhere — in handlers, in
 /// processes' hooks, on other threads, in async code. It does not keep the
@@ -113,12 +112,7 @@ impl<P: SchedProcess> Handle<P> {
         }
         let cancel = CancelToken::new();
         let ctx = Context::new(pid, &cancel, self);
-        let init = catch_unwind(AssertUnwindSafe(|| process.init(&ctx, method, input)));
-        let init = match init {
-            Ok(r) => r,
-            Err(panic) => Err(Error::Panicked(panic_message(&*panic))),
-        };
-        if let Err(e) = init {
+        if let Err(e) = init_caught(&mut process, &ctx, method, input) {
             let _ = catch_unwind(AssertUnwindSafe(|| process.close()));
             core.release_reservation();
             return Err(SubmitError::Init(e));

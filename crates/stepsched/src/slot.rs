@@ -53,6 +53,7 @@
 //! inside `catch_unwind` (`Slot::close_body`): a panic there is logged and
 //! the result is still published, the route removed, the place released.
 //!
+use std::any::Any;
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::OnceLock;
@@ -60,7 +61,7 @@ use std::sync::OnceLock;
 use stepsched_mpsc as mpsc;
 use stepsched_pool::Pool;
 use stepsched_process::{
-    CancelToken, Error, Event, ForceComplete, Phase, Process, StateCell, StepOutput, Wake,
+    CancelToken, Context, Error, Event, ForceComplete, Phase, Process, StateCell, StepOutput, Wake,
 };
 use stepsched_relay::{Pid, PidAllocator, RoutingTable};
 
@@ -758,5 +759,30 @@ impl<P: SchedProcess> fmt::Debug for Slot<P> {
             .field("pid", &self.pid)
             .field("state", &self.state.load())
             .finish_non_exhaustive()
+    }
+}
+
+/// Runs `process.init`, turning a panic into [`Error::Panicked`]: the
+/// start of a submitted process and of an upgraded one.
+pub(crate) fn init_caught<P: Process>(
+    process: &mut P,
+    ctx: &Context<'_, P>,
+    method: &str,
+    input: P::Input,
+) -> Result<(), Error> {
+    match catch_unwind(AssertUnwindSafe(|| process.init(ctx, method, input))) {
+        Ok(init) => init,
+        Err(panic) => Err(Error::Panicked(panic_message(&*panic))),
+    }
+}
+
+/// The message of a caught panic, when its payload is a string.
+pub(crate) fn panic_message(panic: &(dyn Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a process panicked".to_string()
     }
 }

@@ -19,7 +19,6 @@
 //! it next — at most [`LOCAL_REQUEUES`] times in a row; then it too goes
 //! to the global queue, so the rest of the deque gets its turn.
 
-use std::any::Any;
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -33,7 +32,7 @@ use crate::handle::Handle;
 use crate::handler::{Command, Completer, Handler};
 use crate::primitive::sync::Arc;
 use crate::primitive::sync::atomic::Ordering;
-use crate::slot::{Core, Counters, Ev, Slot, Task, Waiting, bump};
+use crate::slot::{Core, Counters, Ev, Slot, Task, Waiting, bump, init_caught, panic_message};
 
 /// How many times in a row a process woken while running is requeued on
 /// its worker's local deque before it goes to the global queue.
@@ -308,12 +307,7 @@ impl<P: SchedProcess> Core<P> {
             }
         };
         let cx = Context::new(slot.pid, &slot.cancel, reach);
-        let init = catch_unwind(AssertUnwindSafe(|| new.init(&cx, &method, input)));
-        let init = match init {
-            Ok(r) => r,
-            Err(panic) => Err(Error::Panicked(panic_message(&*panic))),
-        };
-        if let Err(e) = init {
+        if let Err(e) = init_caught(&mut new, &cx, &method, input) {
             tracing::debug!(pid = %slot.pid, method = %method, error = %e, "upgrade: init failed");
             slot.close_process(new);
             return Err(e);
@@ -440,15 +434,5 @@ fn trace_events<P: SchedProcess>(slot: &Slot<P>, batch: &[Ev<P>]) {
             EventKind::Message => tracing::debug!(pid = %slot.pid, "message delivered"),
             EventKind::Cancel => tracing::debug!(pid = %slot.pid, "cancel delivered"),
         }
-    }
-}
-
-pub(crate) fn panic_message(panic: &(dyn Any + Send)) -> String {
-    if let Some(s) = panic.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "a process panicked".to_string()
     }
 }
