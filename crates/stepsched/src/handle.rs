@@ -261,7 +261,7 @@ impl<P: SchedProcess> Handle<P> {
         }
     }
 
-    /// Terminates process `pid`: it ends with [`Error::Terminated`] and is
+    /// Terminates process `pid`: it ends with [`Error::Terminated`](stepsched_process::Error::Terminated) and is
     /// closed — at once if no worker is stepping it (even if it is blocked
     /// on a yield that never completes), else when its current step
     /// returns (whatever that step returns). Its result is published after
