@@ -13,15 +13,19 @@
 //!   returns `Idle` (tokio: two tasks on a pair of unbounded
 //!   `tokio::sync::mpsc` channels).
 //! * `scheduler_fan_in`: 1 000 idle processes, then the benchmark thread
-//!   sends 100 messages to each, round-robin, with `Scheduler::send`; each
+//!   sends 100 messages to each, round-robin, through each one's `Address`
+//!   (kept from its submit, as tokio's side keeps each channel's sender); each
 //!   finishes after its 100th (tokio: 1 000 tasks, each receiving from its
 //!   own unbounded channel). Creating the receivers is not timed: the timer
 //!   starts once all of them have run their first step.
 //! * `scheduler_counting`: one process receives 1 000 000 messages that
-//!   the benchmark thread sends it with `Scheduler::send`, and finishes
-//!   after the last (tokio: one task receiving from one unbounded channel).
+//!   the benchmark thread sends it through its `Address`, and finishes
+//!   after the last (tokio: one task receiving from one unbounded channel);
+//!   `stepsched-by-pid` sends the same with `Scheduler::send`, which looks
+//!   the PID up in the routing table for every message.
 //! * `scheduler_spawn_receive`: the benchmark thread submits 100 000
-//!   processes, then sends each one message; each finishes on it (tokio:
+//!   processes, then sends each one message through its `Address`; each
+//!   finishes on it (tokio:
 //!   100 000 tasks, each with its own unbounded channel).
 //!
 //! Both peers see the same completion signal: every process (on our side
@@ -50,7 +54,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
 use stepsched::{
-    Completer, Context, Error, Event, Events, Pid, Process, Scheduler, Status, StepOutput,
+    Address, Completer, Context, Error, Event, Events, Pid, Process, Scheduler, Status, StepOutput,
 };
 use tokio::runtime::Runtime;
 use tokio::sync::mpsc;
@@ -355,6 +359,12 @@ fn submit(s: &Scheduler<Bench>, pid: Pid, process: Bench) {
     drop(s.submit(pid, process, "run", ()).expect("submit"));
 }
 
+/// Submits and keeps the process's [`Address`], as a tokio sender keeps
+/// its channel.
+fn submit_addressed(s: &Scheduler<Bench>, pid: Pid, process: Bench) -> Address<Bench> {
+    s.submit(pid, process, "run", ()).expect("submit").address()
+}
+
 fn runtime(workers: usize) -> Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
@@ -541,14 +551,13 @@ fn fan_in(c: &mut Criterion) {
                             left: MESSAGES,
                             started: Some(started),
                         };
-                        submit(&s, pid, sink);
-                        pids.push(pid);
+                        pids.push(submit_addressed(&s, pid, sink));
                     }
                     started.wait();
                     let start = Instant::now();
                     for m in 0..MESSAGES {
-                        for &pid in &pids {
-                            s.send(pid, u64::from(m)).expect("the sink is live");
+                        for to in &pids {
+                            to.send(u64::from(m)).expect("the sink is live");
                         }
                     }
                     done.wait();
@@ -604,6 +613,25 @@ fn counting(c: &mut Criterion) {
     for workers in WORKERS {
         let s = scheduler(workers, done);
         group.bench_function(id("stepsched", workers), |b| {
+            b.iter_custom(|iters| {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    done.arm(1);
+                    let pid = s.allocate_pid();
+                    let sink = Bench::Sink {
+                        left: COUNTED,
+                        started: None,
+                    };
+                    let to = submit_addressed(&s, pid, sink);
+                    for m in 0..COUNTED {
+                        to.send(u64::from(m)).expect("the counter is live");
+                    }
+                    done.wait();
+                }
+                start.elapsed()
+            });
+        });
+        group.bench_function(id("stepsched-by-pid", workers), |b| {
             b.iter_custom(|iters| {
                 let start = Instant::now();
                 for _ in 0..iters {
@@ -669,11 +697,10 @@ fn spawn_receive(c: &mut Criterion) {
                             left: 1,
                             started: None,
                         };
-                        submit(&s, pid, sink);
-                        pids.push(pid);
+                        pids.push(submit_addressed(&s, pid, sink));
                     }
-                    for &pid in &pids {
-                        s.send(pid, 1).expect("the receiver is live");
+                    for to in &pids {
+                        to.send(1).expect("the receiver is live");
                     }
                     done.wait();
                 }
@@ -714,9 +741,11 @@ fn spawn_receive(c: &mut Criterion) {
 // ---------------------------------------------------------------------------
 // Memory
 
-/// An idle process holding nothing but its start signal.
+/// An idle process holding nothing but its signals: `started` at its first
+/// step, `received` at the first message it gets.
 struct IdleProcess {
     started: Option<&'static Latch>,
+    received: Option<&'static Latch>,
 }
 
 impl Process for IdleProcess {
@@ -740,8 +769,14 @@ impl Process for IdleProcess {
             latch.count_down();
         }
         for event in events {
-            if event.is_cancel() {
-                return Err(Error::Cancelled);
+            match event {
+                Event::Cancel => return Err(Error::Cancelled),
+                Event::Message { .. } => {
+                    if let Some(latch) = self.received.take() {
+                        latch.count_down();
+                    }
+                }
+                Event::Completion { .. } => {}
             }
         }
         out.set_status(Status::Idle);
@@ -761,10 +796,12 @@ fn bytes_per<T>(units: usize, create: impl FnOnce() -> T) -> (f64, T) {
     (grown as f64 / units as f64, kept)
 }
 
-/// Measures and prints the bytes per idle process and per idle tokio task.
-fn memory() {
+/// The bytes per idle process and per idle tokio task (with its unbounded
+/// channel's sender kept); with `message`, each was sent one message and
+/// has received it before it went idle again.
+fn bytes_per_idle(message: bool) -> (f64, f64) {
     const WORKERS: usize = 2;
-    let started = Latch::leak();
+    let (started, received) = (Latch::leak(), Latch::leak());
 
     let s = Scheduler::<IdleProcess>::builder()
         .workers(WORKERS)
@@ -772,16 +809,23 @@ fn memory() {
         .expect("start the scheduler");
     let (ours, ()) = bytes_per(IDLE, || {
         started.arm(IDLE);
+        received.arm(IDLE);
         for _ in 0..IDLE {
             let process = IdleProcess {
                 started: Some(started),
+                received: Some(received),
             };
-            drop(
-                s.submit(s.allocate_pid(), process, "run", ())
-                    .expect("submit"),
-            );
+            let join = s
+                .submit(s.allocate_pid(), process, "run", ())
+                .expect("submit");
+            if message {
+                join.address().send(1).expect("the process is live");
+            }
         }
         started.wait();
+        if message {
+            received.wait();
+        }
     });
     assert_eq!(s.stats().live, IDLE);
     let report = s.shutdown(Duration::from_secs(10));
@@ -792,29 +836,46 @@ fn memory() {
     drop(s);
 
     let rt = runtime(WORKERS);
-    let mut senders = Vec::with_capacity(IDLE);
     let (theirs, senders) = bytes_per(IDLE, move || {
         started.arm(IDLE);
+        received.arm(IDLE);
+        let mut senders = Vec::with_capacity(IDLE);
         for _ in 0..IDLE {
             let (tx, mut rx) = mpsc::unbounded_channel::<u64>();
             drop(rt.spawn(async move {
                 started.count_down();
-                rx.recv().await
+                while rx.recv().await.is_some() {
+                    received.count_down();
+                }
             }));
+            if message {
+                tx.send(1).expect("the task is live");
+            }
             senders.push(tx);
         }
         started.wait();
+        if message {
+            received.wait();
+        }
         (rt, senders)
     });
     let (rt, senders) = senders;
     drop(senders);
     drop(rt);
+    (ours, theirs)
+}
 
-    println!(
-        "memory: stepsched idle process = {ours:.0} bytes, tokio idle task = {theirs:.0} bytes, \
-         ratio M/N = {:.2} ({IDLE} idle units each, {WORKERS} workers; live-heap growth / count)",
-        theirs / ours
-    );
+/// Measures and prints the bytes per idle process and per idle tokio task,
+/// never messaged and after one message.
+fn memory() {
+    for (message, what) in [(false, "idle"), (true, "idle after one message")] {
+        let (ours, theirs) = bytes_per_idle(message);
+        println!(
+            "memory: {what}: stepsched process = {ours:.0} bytes, tokio task with unbounded channel \
+             = {theirs:.0} bytes, ratio M/N = {:.2} ({IDLE} units each, 2 workers; live-heap growth / count)",
+            theirs / ours
+        );
+    }
 }
 
 criterion_group! {

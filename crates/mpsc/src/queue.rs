@@ -213,19 +213,29 @@ impl fmt::Display for Generation {
     }
 }
 
+/// The fields every push reads and rarely writes: one cache line, apart
+/// from the claim-contended `tail` (one line rather than one each keeps a
+/// queue — one per process in a scheduler — small).
+struct PushLine<T> {
+    /// A copy of the low half of `tail` (generation and `CLOSED`), updated
+    /// after each close and reopen: the pre-check of `push` reads it instead
+    /// of the claim-contended `tail`.
+    status: AtomicU32,
+    /// A block at or before every block a producer may still need; moved
+    /// on once per block.
+    hint: AtomicPtr<Block<T>>,
+}
+
 /// The state shared by the senders and the receiver.
 struct Shared<T> {
     /// Next index to claim (high half), generation and `CLOSED` (low half).
     tail: CachePadded<AtomicU64>,
-    /// A copy of the low half of `tail` (generation and `CLOSED`), updated
-    /// after each close and reopen, on a line that pushes only read: the
-    /// pre-check of `push` reads it instead of the claim-contended `tail`.
-    status: CachePadded<AtomicU32>,
-    /// A block at or before every block a producer may still need.
-    hint: CachePadded<AtomicPtr<Block<T>>>,
+    /// What every push reads besides `tail`, on one line of its own.
+    push_line: CachePadded<PushLine<T>>,
     /// The consumer's index, published after each drain; read only by
-    /// producers growing the list, for the span limit.
-    consumer_index: CachePadded<AtomicU32>,
+    /// producers growing the list, for the span limit. Unpadded: it shares
+    /// a line only with `orphan`, which is written once, at the end.
+    consumer_index: AtomicU32,
     /// Where the consumer stopped (oldest block it still owns, its index),
     /// written once by the dropping `Receiver`, read by `Shared::drop`.
     orphan: UnsafeCell<Option<(NonNull<Block<T>>, u32)>>,
@@ -251,14 +261,14 @@ impl<T> Shared<T> {
         // point), and the value is never older than the sender: senders are
         // made by the receiver after it stores the status. The claim itself
         // decides every push the pre-check lets through.
-        self.status.load(Ordering::Relaxed)
+        self.push_line.status.load(Ordering::Relaxed)
     }
 
     /// Publishes a new status (receiver only, after the RMW on `tail`).
     fn set_status(&self, status: u32) {
         // Relaxed: see `status`; the receiver's later `sender()` calls are
         // ordered after this store by program order.
-        self.status.store(status, Ordering::Relaxed);
+        self.push_line.status.store(status, Ordering::Relaxed);
     }
 
     /// Returns the block holding `index`, growing the list if needed.
@@ -272,7 +282,7 @@ impl<T> Shared<T> {
         // Acquire: pairs with the Release CAS that moved the hint (and,
         // transitively, the Release CAS that linked the block), so the
         // block's fields are visible.
-        let hint = self.hint.load(Ordering::Acquire);
+        let hint = self.push_line.hint.load(Ordering::Acquire);
         // SAFETY: the hint is never null, and the block is live for us: the
         // release protocol keeps it from being recycled before our slot is
         // taken by the consumer.
@@ -320,6 +330,7 @@ impl<T> Shared<T> {
         // Release: publishes the blocks we walked to producers that load the
         // hint with Acquire. Relaxed on failure: we just leave it.
         if self
+            .push_line
             .hint
             .compare_exchange(hint, found.as_ptr(), Ordering::Release, Ordering::Relaxed)
             .is_ok()
@@ -584,9 +595,11 @@ impl<T> Receiver<T> {
         let block = Block::alloc(INITIAL_INDEX);
         let shared = Arc::new(Shared {
             tail: CachePadded::new(AtomicU64::new(u64::from(INITIAL_INDEX) << 32)),
-            status: CachePadded::new(AtomicU32::new(0)),
-            hint: CachePadded::new(AtomicPtr::new(block.as_ptr())),
-            consumer_index: CachePadded::new(AtomicU32::new(INITIAL_INDEX)),
+            push_line: CachePadded::new(PushLine {
+                status: AtomicU32::new(0),
+                hint: AtomicPtr::new(block.as_ptr()),
+            }),
+            consumer_index: AtomicU32::new(INITIAL_INDEX),
             orphan: UnsafeCell::new(None),
             _owns: PhantomData,
         });
@@ -709,14 +722,40 @@ impl<T> Receiver<T> {
     /// assert_eq!(rx.drain_into(&mut buf), 0);
     /// ```
     pub fn drain_into(&mut self, out: &mut Vec<T>) -> usize {
-        self.drain_to(out)
+        self.drain_to(out, u32::MAX)
     }
 
+    /// Like [`drain_into`](Self::drain_into), but moves at most `max`
+    /// values; the rest stay queued for a later call. Returns how many were
+    /// moved: fewer than `max` means the queue held no more ready values
+    /// when the drain stopped.
+    ///
+    /// A consumer that handles events in bounded batches uses it to bound
+    /// both the buffer and the time until it looks elsewhere.
+    ///
+    /// ```
+    /// let (tx, mut rx) = stepsched_mpsc::channel();
+    /// for i in 0..5 {
+    ///     tx.push(i).unwrap();
+    /// }
+    /// let mut buf = Vec::new();
+    /// assert_eq!(rx.drain_up_to(&mut buf, 3), 3);
+    /// assert_eq!(buf, [0, 1, 2]);
+    /// assert_eq!(rx.drain_up_to(&mut buf, 3), 2);
+    /// assert_eq!(buf, [0, 1, 2, 3, 4]);
+    /// ```
+    pub fn drain_up_to(&mut self, out: &mut Vec<T>, max: usize) -> usize {
+        self.drain_to(out, u32::try_from(max).unwrap_or(u32::MAX))
+    }
+
+    /// Moves ready values into `sink`, at most `max` of them (tombstones
+    /// are skipped and do not count).
     #[inline]
-    fn drain_to(&mut self, sink: &mut impl Sink<T>) -> usize {
+    fn drain_to(&mut self, sink: &mut impl Sink<T>, max: u32) -> usize {
         let mut taken = 0;
         let first = self.index;
-        while self.advance_head() {
+        let mut left = max;
+        while left > 0 && self.advance_head() {
             // SAFETY: `head` is live (see `has_events`).
             let block = unsafe { self.head.as_ref() };
             let offset = self.index & OFFSET_MASK;
@@ -724,8 +763,9 @@ impl<T> Receiver<T> {
             if run.len == 0 {
                 break;
             }
-            sink.reserve(run.len as usize);
-            for k in 0..run.len {
+            sink.reserve(run.len.min(left) as usize);
+            let mut k = 0;
+            while k < run.len && left > 0 {
                 // Advance first, so a panicking sink cannot make us take the
                 // same slot twice.
                 self.index = self.index.wrapping_add(1);
@@ -734,9 +774,13 @@ impl<T> Receiver<T> {
                     // tombstone, and not taken before (`index` only grows).
                     sink.put(unsafe { block.read(offset + k) });
                     taken += 1;
+                    left -= 1;
                 }
+                k += 1;
             }
-            if offset + run.len < BLOCK_CAP {
+            // A run cut short by `max` (then `left` is 0), or a run that
+            // ends before the block does, ends the drain.
+            if k < run.len || offset + run.len < BLOCK_CAP {
                 break;
             }
         }
@@ -813,7 +857,8 @@ impl<T> Receiver<T> {
         // SAFETY: unreachable by anyone else (caller).
         unsafe { block.as_ref().reset() };
         // Acquire: as in `find_block`.
-        let hint = NonNull::new(self.shared.hint.load(Ordering::Acquire)).expect("hint is set");
+        let hint =
+            NonNull::new(self.shared.push_line.hint.load(Ordering::Acquire)).expect("hint is set");
         // The hint is (about) the newest block producers have reached: it
         // sizes the spares without touching `tail`, whose cache line the
         // producers' claims keep busy.
@@ -896,7 +941,7 @@ impl<T> Receiver<T> {
         let closed_at = self.close_index();
         let mut step = 0;
         loop {
-            self.drain_to(leftovers);
+            self.drain_to(leftovers, u32::MAX);
             if reached(self.index, closed_at) {
                 break;
             }
@@ -950,7 +995,7 @@ impl<T> Drop for Receiver<T> {
         let handover = Handover(self);
         // Values already pushed are dropped now rather than when the last
         // sender goes; pushes still in progress are dropped by `Shared`.
-        handover.0.drain_to(&mut Discard);
+        handover.0.drain_to(&mut Discard, u32::MAX);
     }
 }
 

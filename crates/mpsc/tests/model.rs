@@ -1,5 +1,6 @@
 //! Property test: the queue against a `VecDeque` model, single-threaded,
-//! over random sequences of push / drain / close / reset / new sender.
+//! over random sequences of push / drain / bounded drain / close / reset /
+//! new sender.
 #![cfg(not(stepsched_loom))]
 
 use std::collections::VecDeque;
@@ -16,6 +17,8 @@ enum Op {
         count: usize,
     },
     Drain,
+    /// Drain at most this many.
+    DrainUpTo(usize),
     Close,
     Reset,
     NewSender,
@@ -25,6 +28,7 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         6 => (any::<usize>(), 1usize..80).prop_map(|(sender, count)| Op::Push { sender, count }),
         3 => Just(Op::Drain),
+        3 => (0usize..100).prop_map(Op::DrainUpTo),
         1 => Just(Op::Close),
         1 => Just(Op::Reset),
         2 => Just(Op::NewSender),
@@ -72,6 +76,14 @@ proptest! {
                     let n = rx.drain_into(&mut out);
                     prop_assert_eq!(n, out.len());
                     let expected: Vec<u64> = model.items.drain(..).collect();
+                    prop_assert_eq!(&out, &expected);
+                }
+                Op::DrainUpTo(max) => {
+                    out.clear();
+                    let n = rx.drain_up_to(&mut out, max);
+                    prop_assert_eq!(n, out.len());
+                    let take = max.min(model.items.len());
+                    let expected: Vec<u64> = model.items.drain(..take).collect();
                     prop_assert_eq!(&out, &expected);
                 }
                 Op::Close => {

@@ -6,11 +6,12 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
 use stepsched_process::{
-    CancelToken, Context, Event, Package, Pid, Reach, SendError, SubmitError, TerminateError,
+    CancelToken, Context, Package, Pid, Reach, SendError, SubmitError, TerminateError,
 };
 use stepsched_relay::Receiver;
 
 use crate::SchedProcess;
+use crate::address::Address;
 use crate::join::JoinHandle;
 use crate::primitive::sync::Arc;
 use crate::primitive::sync::atomic::{Ordering, fence};
@@ -217,39 +218,57 @@ impl<P: SchedProcess> Handle<P> {
         let Some(slot) = self.core.routes.get(package.to) else {
             return Err(self.refuse(package, false));
         };
-        // A process already complete takes nothing (its last step may
-        // still be running, with its queue open).
-        if slot.state.load().is_complete() {
-            return Err(self.refuse(package, true));
-        }
         let Package {
             from,
             to,
             topic,
             payload,
         } = package;
-        let event = match from {
-            Some(from) => Event::message_from(from, payload),
-            None => Event::message(payload),
-        };
-        match slot.sender().push(event) {
-            Ok(()) => {
-                // If the process completed since, the message is dropped
-                // with the rest of its queue, as documented.
-                slot.wake();
-                Ok(())
-            }
-            Err(e) => {
-                let payload = e.into_inner().into_message().expect("a message");
-                let package = Package {
-                    from,
-                    to,
-                    topic,
-                    payload,
-                };
-                Err(self.refuse(package, true))
-            }
-        }
+        slot.deliver(from, payload).map_err(|payload| {
+            let package = Package {
+                from,
+                to,
+                topic,
+                payload,
+            };
+            self.refuse(package, true)
+        })
+    }
+
+    /// The [`Address`] of the live process `pid`, to send to it many times
+    /// without looking it up each time; `None` if no process that has not
+    /// completed has `pid`.
+    ///
+    /// ```
+    /// # use stepsched::{Context, Error, Events, Process, Status, StepOutput};
+    /// # struct Count(u32);
+    /// # impl Process for Count {
+    /// #     type Input = (); type Message = u8; type Response = u8; type Command = String; type Output = u32;
+    /// #     fn init(&mut self, _: &Context<'_, Self>, _: &str, _: ()) -> Result<(), Error> { Ok(()) }
+    /// #     fn step(&mut self, _cx: &mut Context<'_, Self>, events: Events<'_, u8>, out: &mut StepOutput<String, u32>) -> Result<(), Error> {
+    /// #         self.0 -= events.count() as u32;
+    /// #         out.set_status(if self.0 == 0 { Status::Done(0) } else { Status::Idle });
+    /// #         Ok(())
+    /// #     }
+    /// # }
+    /// use stepsched::Scheduler;
+    ///
+    /// let scheduler = Scheduler::<Count>::builder().workers(1).build().unwrap();
+    /// let pid = scheduler.allocate_pid();
+    /// let join = scheduler.submit(pid, Count(1000), "run", ()).unwrap();
+    /// let to = scheduler.address(pid).expect("the process is live");
+    /// for _ in 0..1000 {
+    ///     to.send(1).unwrap();
+    /// }
+    /// assert_eq!(join.join(), Ok(0));
+    /// assert!(scheduler.address(pid).is_none());
+    /// ```
+    pub fn address(&self, pid: Pid) -> Option<Address<P>> {
+        self.core
+            .routes
+            .get(pid)
+            .filter(|slot| !slot.state_is_complete())
+            .map(Address::new)
     }
 
     /// The refusal for `package` (see `send`'s rule).

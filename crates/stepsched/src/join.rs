@@ -11,6 +11,7 @@ use stepsched_process::{Error, Process};
 use stepsched_relay::Pid;
 
 use crate::SchedProcess;
+use crate::address::Address;
 use crate::primitive::sync::Arc;
 use crate::slot::Slot;
 
@@ -31,6 +32,11 @@ impl<P: SchedProcess> JoinHandle<P> {
     /// The process's PID.
     pub fn pid(&self) -> Pid {
         self.slot.pid
+    }
+
+    /// The process's [`Address`], to send to it without a lookup.
+    pub fn address(&self) -> Address<P> {
+        Address::new(self.slot.clone())
     }
 
     /// Whether the process has completed.

@@ -3,7 +3,8 @@
 //! A [`Process`] is a state machine. The scheduler calls
 //! [`init`](Process::init) once with an entry method and input, then
 //! [`step`](Process::step) again and again with the [`Event`]s that arrived
-//! since the last step — yield completions, messages, a cancel signal. The
+//! since the last step — yield completions, messages, a cancel signal; at
+//! most 256 from its queue per step, the rest at the next one. The
 //! step writes its [`Status`] and any *yields* (commands with a correlation
 //! tag) into a [`StepOutput`]; the scheduler dispatches each yield to the
 //! [`Handler`] registered for its [`Command`], and the handler's
@@ -125,6 +126,7 @@ pub struct ReadmeDoctests;
 #[cfg(doctest)]
 pub struct GuideDoctests;
 
+mod address;
 mod builder;
 mod handle;
 mod handler;
@@ -149,6 +151,7 @@ pub use stepsched_relay as relay;
 #[doc(hidden)]
 pub use primitive::once::eager_event_queues;
 
+pub use address::Address;
 pub use builder::Builder;
 pub use handle::Handle;
 pub use handler::{Command, Completer, Handler, Variant};

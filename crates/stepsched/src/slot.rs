@@ -95,22 +95,27 @@ pub(crate) type StartHook = Arc<dyn Fn(Pid) + Send + Sync>;
 pub(crate) type CompleteHook<O> = Arc<dyn Fn(Pid, Result<&O, &Error>) + Send + Sync>;
 
 /// Everything the scheduler's handles and workers share.
+///
+/// The counters that submits and completions write (`pids`, `live`,
+/// `unpublished`, `submitted`) each have a cache line of their own, so
+/// they do not evict the fields every worker reads (the pool, the routing
+/// table, the hooks, the flags) from the other cores' caches.
 pub(crate) struct Core<P: Process + 'static> {
     /// What every handle shares besides the core (kept apart so that a
     /// `Shutdown` future need not name the process type).
     pub(crate) shared: Arc<Shared>,
     pub(crate) pool: OnceLock<Pool<Task<P>>>,
     pub(crate) routes: RoutingTable<Arc<Slot<P>>>,
-    pub(crate) pids: PidAllocator,
+    pub(crate) pids: CachePadded<PidAllocator>,
     pub(crate) max_processes: usize,
     /// Places taken under `max_processes`: processes registered and not
     /// yet published, and submits in progress (a reservation counts).
-    pub(crate) live: AtomicUsize,
+    pub(crate) live: CachePadded<AtomicUsize>,
     /// Processes whose result is not yet stored, and submits in progress.
     /// Like `live`, but released after the result is stored, so that
     /// shutdown, which waits for it to reach zero, returns only once every
     /// finished process's `JoinHandle` has its result.
-    pub(crate) unpublished: AtomicUsize,
+    pub(crate) unpublished: CachePadded<AtomicUsize>,
     pub(crate) stopping: AtomicBool,
     /// Set by shutdown before its forcing sweep; a submit that registers
     /// after the sweep sees it and forces its own process.
@@ -120,7 +125,7 @@ pub(crate) struct Core<P: Process + 'static> {
     pub(crate) drained_cv: Condvar,
     pub(crate) on_start: Option<StartHook>,
     pub(crate) on_complete: Option<CompleteHook<P::Output>>,
-    pub(crate) submitted: AtomicU64,
+    pub(crate) submitted: CachePadded<AtomicU64>,
     /// Steps, results and phase transitions, one cache line per worker
     /// (plus [`SHARED_LINES`] for other threads), so workers never contend
     /// on a counter.
@@ -345,7 +350,7 @@ pub(crate) struct Slot<P: Process + 'static> {
     pub(crate) state: StateCell,
     /// The event queue, created by the first event (an idle process that
     /// was never sent anything costs no queue).
-    pub(crate) queue: crate::primitive::once::OnceLock<EventQueue<Ev<P>>>,
+    pub(crate) queue: crate::primitive::once::OnceLock<Box<EventQueue<Ev<P>>>>,
     /// The process and what only its owner touches; see the module docs
     /// for who the owner is.
     pub(crate) body: UnsafeCell<Body<P>>,
@@ -474,7 +479,10 @@ impl<P: Process + 'static> Slot<P> {
 
     /// The producers' side of the event queue, created on first use.
     pub(crate) fn sender(&self) -> &mpsc::Sender<Ev<P>> {
-        &self.queue.get_or_init(EventQueue::new).sender
+        &self
+            .queue
+            .get_or_init(|| Box::new(EventQueue::new()))
+            .sender
     }
 
     /// Whether the process is Complete.
@@ -519,6 +527,35 @@ impl<P: SchedProcess> Slot<P> {
                 tracing::trace!(pid = %self.pid, "wake of a complete process");
                 false
             }
+        }
+    }
+
+    /// Pushes a message event (from `from`, if given) and wakes the
+    /// process; hands the payload back if the process has completed (then
+    /// it would never be stepped). The one path of every message send, by
+    /// PID or by address.
+    pub(crate) fn deliver(
+        self: &Arc<Self>,
+        from: Option<Pid>,
+        payload: P::Message,
+    ) -> Result<(), P::Message> {
+        // A process already complete takes nothing (its last step may
+        // still be running, with its queue open).
+        if self.state.load().is_complete() {
+            return Err(payload);
+        }
+        let event = match from {
+            Some(from) => Event::message_from(from, payload),
+            None => Event::message(payload),
+        };
+        match self.sender().push(event) {
+            Ok(()) => {
+                // If the process completed since, the event is dropped with
+                // the rest of its queue, as `Handle::send` documents.
+                self.wake();
+                Ok(())
+            }
+            Err(e) => Err(e.into_inner().into_message().expect("the event we made")),
         }
     }
 

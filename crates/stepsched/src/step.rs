@@ -11,6 +11,11 @@
 //! only with events: a run whose drain finds none — its wakeup flag was
 //! set for an event an earlier step already took — parks it again.
 //!
+//! A step takes at most [`MAX_BATCH`] events from the queue. A run that
+//! took a full batch does not park the process (the wakes of the events
+//! left behind may all have been spent while it was Ready or Running): it
+//! steps it again on the inline budget, or requeues it.
+//!
 //! # Fairness
 //!
 //! A process that returns `Continue` goes to the back of the global queue.
@@ -38,9 +43,20 @@ use crate::slot::{Core, Counters, Ev, Slot, Task, Waiting, bump, init_caught, pa
 /// its worker's local deque before it goes to the global queue.
 const LOCAL_REQUEUES: u32 = 8;
 
-/// How many times in a row a process whose handlers completed at once is
-/// stepped again without going back to a run queue.
+/// How many times in a row a process whose handlers completed at once (or
+/// whose queue held more than one batch) is stepped again without going
+/// back to a run queue.
 const INLINE_STEPS: u32 = 16;
+
+/// The most events one step takes from the process's queue; the rest wait
+/// for its next step. It bounds the batch's memory and the time one step
+/// takes, so a process flooded with messages still yields its worker.
+#[cfg(not(stepsched_loom))]
+const MAX_BATCH: usize = 256;
+/// Under loom, one: every model with two queued events then takes the
+/// path where a run leaves events behind and must not park.
+#[cfg(stepsched_loom)]
+const MAX_BATCH: usize = 1;
 
 /// A registered process factory, for upgrades.
 pub(crate) type Factory<P> = Box<dyn Fn() -> Result<P, Error> + Send + Sync>;
@@ -131,10 +147,16 @@ impl<P: SchedProcess> Core<P> {
             // SAFETY: our `try_start` won: we own the body until our next
             // transition of `slot.state`, and we drop this borrow before it.
             let body = unsafe { &mut *slot.body.get() };
-            if let Some(queue) = slot.queue.get() {
+            // At most `MAX_BATCH` events from the queue per step; if it held
+            // more, the process must not park below (their wakes may all
+            // have been spent), so it is stepped again or requeued.
+            let more = match slot.queue.get() {
                 // SAFETY: we own the process (see above), hence the receiver.
-                unsafe { (*queue.receiver.get()).drain_into(&mut body.batch) };
-            }
+                Some(queue) => unsafe {
+                    (*queue.receiver.get()).drain_up_to(&mut body.batch, MAX_BATCH) == MAX_BATCH
+                },
+                None => false,
+            };
             // A waiting process is stepped only with events: woken for an
             // event that an earlier step already took (the wakeup flag was
             // set while that step ran), it waits again, unstepped.
@@ -226,7 +248,7 @@ impl<P: SchedProcess> Core<P> {
                 Status::Yield => Waiting::Blocked,
                 Status::Done(_) => unreachable!("handled above"),
             };
-            if inline.is_empty() {
+            if inline.is_empty() && !more {
                 body.waiting = Some(waiting);
                 break (wait(&slot, waiting, line, owned), false);
             }

@@ -1,0 +1,134 @@
+//! [`Address`]: a PID resolved once, to send through without a lookup.
+
+use std::fmt;
+
+use stepsched_process::{Package, Pid, SendError};
+
+use crate::SchedProcess;
+use crate::primitive::sync::Arc;
+use crate::slot::Slot;
+
+/// A resolved reference to one process: [`send`](Address::send) pushes
+/// straight into its event queue, with no routing-table lookup.
+///
+/// [`Handle::send`](crate::Handle::send) finds the process by its PID on
+/// every call (a read of the routing table and a reference count taken and
+/// given back). A sender that talks to the same process many times gets
+/// its address once — [`Handle::address`](crate::Handle::address) or
+/// [`JoinHandle::address`](crate::JoinHandle::address) — and sends through
+/// it, as an actor framework hands out actor references or a channel hands
+/// out senders. A send through an address costs a push into the queue and
+/// one update of the process's state word.
+///
+/// An address names one process, not a PID: once that process has
+/// completed, every send returns [`SendError::Closed`], even if a new
+/// process was since submitted under the same PID. Messages sent through
+/// one address (from one thread) arrive in the order sent, each once, and
+/// obey the same rule as [`Handle::send`](crate::Handle::send) for a process
+/// that completes: `Ok` means queued for a process that had not finished.
+///
+/// An address keeps the process's slot (its state word and event queue,
+/// not the process itself, which is dropped when it completes) in memory
+/// until the last clone of the address is dropped.
+///
+/// ```
+/// # use stepsched::{Context, Error, Events, Process, Status, StepOutput};
+/// # struct Sum(u32, u32);
+/// # impl Process for Sum {
+/// #     type Input = (); type Message = u32; type Response = u32; type Command = String; type Output = u32;
+/// #     fn init(&mut self, _: &Context<'_, Self>, _: &str, _: ()) -> Result<(), Error> { Ok(()) }
+/// #     fn step(&mut self, _cx: &mut Context<'_, Self>, events: Events<'_, u32>, out: &mut StepOutput<String, u32>) -> Result<(), Error> {
+/// #         for n in events.filter_map(|e| e.into_data()) { self.0 += n; self.1 -= 1; }
+/// #         out.set_status(if self.1 == 0 { Status::Done(self.0) } else { Status::Idle });
+/// #         Ok(())
+/// #     }
+/// # }
+/// use stepsched::{Scheduler, SendError};
+///
+/// let scheduler = Scheduler::<Sum>::builder().workers(1).build().unwrap();
+/// let pid = scheduler.allocate_pid();
+/// let join = scheduler.submit(pid, Sum(0, 3), "run", ()).unwrap();
+/// let to = join.address();
+/// for n in 1..=3 {
+///     to.send(n).unwrap();
+/// }
+/// assert_eq!(join.join(), Ok(6));
+/// assert!(matches!(to.send(4), Err(SendError::Closed(_))));
+/// ```
+pub struct Address<P: SchedProcess> {
+    slot: Arc<Slot<P>>,
+}
+
+impl<P: SchedProcess> Address<P> {
+    pub(crate) fn new(slot: Arc<Slot<P>>) -> Self {
+        Address { slot }
+    }
+
+    /// The PID of the process this address names.
+    pub fn pid(&self) -> Pid {
+        self.slot.pid
+    }
+
+    /// Sends `message` to the process: pushes a message event (with no
+    /// sender) and wakes the process if it is Idle or Blocked.
+    ///
+    /// # Errors
+    ///
+    /// [`SendError::Closed`], with the message in a package to
+    /// [`pid`](Address::pid) (no sender, empty topic), once the process
+    /// has completed.
+    pub fn send(&self, message: P::Message) -> Result<(), SendError<P::Message>> {
+        self.deliver(None, message)
+    }
+
+    /// Like [`send`](Address::send), with `from` as the message's sender
+    /// (what [`Event::sender`](stepsched_process::Event::sender) returns to the receiving step).
+    ///
+    /// # Errors
+    ///
+    /// As for [`send`](Address::send).
+    pub fn send_from(&self, from: Pid, message: P::Message) -> Result<(), SendError<P::Message>> {
+        self.deliver(Some(from), message)
+    }
+
+    /// Whether the process this address names has completed: from then on
+    /// every send returns [`SendError::Closed`].
+    pub fn is_closed(&self) -> bool {
+        self.slot.state_is_complete()
+    }
+
+    fn deliver(&self, from: Option<Pid>, message: P::Message) -> Result<(), SendError<P::Message>> {
+        self.slot.deliver(from, message).map_err(|payload| {
+            let mut package = Package::new(self.slot.pid, "", payload);
+            package.from = from;
+            SendError::Closed(package)
+        })
+    }
+}
+
+impl<P: SchedProcess> Clone for Address<P> {
+    fn clone(&self) -> Self {
+        Address {
+            slot: self.slot.clone(),
+        }
+    }
+}
+
+impl<P: SchedProcess> PartialEq for Address<P> {
+    /// Two addresses are equal when they name the same process (not merely
+    /// the same PID).
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.slot, &other.slot)
+    }
+}
+
+impl<P: SchedProcess> Eq for Address<P> {}
+
+impl<P: SchedProcess> fmt::Debug for Address<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Address")
+            .field("pid", &self.slot.pid)
+            .field("closed", &self.is_closed())
+            .finish()
+    }
+}
