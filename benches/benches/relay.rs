@@ -2,9 +2,10 @@
 //!
 //! Ours is `stepsched_relay::RoutingTable` (dashmap, one lock per shard).
 //! The peer is the simple design, one `std::sync::RwLock<HashMap<Pid, T>>`.
-//! Both use the same hasher (`PidBuildHasher`) and the same send path
-//! (look up, clone the `Arc` target, release the lock, forward), so the ratio
-//! measures the table alone.
+//! Each uses the hasher made for it (the table its default
+//! `RouteBuildHasher`, laid out for its shards; the map `PidBuildHasher`)
+//! and the same send path (look up, clone the `Arc` target, release the
+//! lock, forward), so the ratio measures the table.
 //!
 //! Group `relay_send`, 1024 registered PIDs, parameters:
 //! - `spread_{1,2}_threads`: each thread walks all PIDs from its own offset,

@@ -108,8 +108,10 @@ impl Hasher for PidHasher {
     }
 }
 
-/// The default [`BuildHasher`](core::hash::BuildHasher) of
-/// [`RoutingTable`](crate::RoutingTable): builds [`PidHasher`]s.
+/// A [`BuildHasher`](core::hash::BuildHasher) of [`PidHasher`]s, for
+/// general-purpose maps keyed by PID (a
+/// [`RoutingTable`](crate::RoutingTable) defaults to
+/// [`RouteBuildHasher`](crate::RouteBuildHasher), laid out for its shards).
 ///
 /// # Examples
 ///

@@ -63,12 +63,14 @@ mod hash;
 mod pid;
 mod primitive;
 mod receiver;
+mod route_hash;
 mod table;
 
 pub use error::RegisterError;
 pub use hash::{PidBuildHasher, PidHasher};
 pub use pid::PidAllocator;
 pub use receiver::Receiver;
+pub use route_hash::{RouteBuildHasher, RouteHasher};
 pub use stepsched_process::{Package, ParsePidError, Pid, SendError};
 pub use table::{Router, RoutingTable};
 

@@ -1,12 +1,15 @@
 //! [`RoutingTable`]: the concurrent map from [`Pid`] to a route target, and
 //! [`Router`], the table of boxed receivers.
 //!
-//! The table is a `dashmap::DashMap`: the keys are split over a power of two
-//! of shards (four per core by default), each a hashbrown map behind its own
-//! reader-writer lock. A lookup read-locks one shard; register and unregister
-//! write-lock one shard. Senders to different processes therefore rarely
-//! meet, unlike a single `RwLock<HashMap>` whose one reader count every
-//! lookup writes to.
+//! The table is a `dashmap::DashMap`: the keys are split over 64 shards, each
+//! a hashbrown map behind its own reader-writer lock. A lookup read-locks one
+//! shard; register and unregister write-lock one shard. Senders to different
+//! processes therefore rarely meet, unlike a single `RwLock<HashMap>` whose
+//! one reader count every lookup writes to. The default hasher,
+//! [`RouteBuildHasher`], lays sequential PIDs out in runs of 64 per shard and
+//! in neighbouring buckets within a shard, so a scheduler that registers and
+//! removes PIDs roughly in the order it hands them out touches few cache
+//! lines, and its submitting thread and its workers lock different shards.
 //!
 //! No lock is held while a target's [`Receiver::send`] runs: `send` clones
 //! the target out of the shard and releases the lock first, so a target may
@@ -19,7 +22,8 @@ use std::sync::Arc;
 use dashmap::DashMap;
 use dashmap::mapref::entry::Entry;
 
-use crate::{Package, Pid, PidBuildHasher, Receiver, RegisterError, SendError};
+use crate::route_hash::ROUTE_SHARDS;
+use crate::{Package, Pid, Receiver, RegisterError, RouteBuildHasher, SendError};
 
 /// A concurrent routing table from [`Pid`] to a target `T`.
 ///
@@ -64,7 +68,7 @@ use crate::{Package, Pid, PidBuildHasher, Receiver, RegisterError, SendError};
 /// assert!(table.unregister_if_same(pid, &slot).is_some());
 /// assert!(!table.contains(pid));
 /// ```
-pub struct RoutingTable<T, S = PidBuildHasher> {
+pub struct RoutingTable<T, S = RouteBuildHasher> {
     routes: DashMap<Pid, T, S>,
 }
 
@@ -94,7 +98,7 @@ pub struct RoutingTable<T, S = PidBuildHasher> {
 pub type Router<M> = RoutingTable<Arc<dyn Receiver<M> + Send + Sync>>;
 
 impl<T> RoutingTable<T> {
-    /// An empty table with the default [`PidBuildHasher`].
+    /// An empty table with the default [`RouteBuildHasher`].
     ///
     /// # Examples
     ///
@@ -106,7 +110,7 @@ impl<T> RoutingTable<T> {
     /// ```
     #[must_use]
     pub fn new() -> Self {
-        Self::with_hasher(PidBuildHasher::default())
+        Self::with_hasher(RouteBuildHasher::default())
     }
 
     /// An empty table with room for `capacity` routes before it grows.
@@ -121,7 +125,7 @@ impl<T> RoutingTable<T> {
     /// ```
     #[must_use]
     pub fn with_capacity(capacity: usize) -> Self {
-        Self::with_capacity_and_hasher(capacity, PidBuildHasher::default())
+        Self::with_capacity_and_hasher(capacity, RouteBuildHasher::default())
     }
 }
 
@@ -142,7 +146,7 @@ impl<T, S: BuildHasher + Clone> RoutingTable<T, S> {
     #[must_use]
     pub fn with_hasher(hasher: S) -> Self {
         Self {
-            routes: DashMap::with_hasher(hasher),
+            routes: DashMap::with_hasher_and_shard_amount(hasher, ROUTE_SHARDS),
         }
     }
 
@@ -154,14 +158,18 @@ impl<T, S: BuildHasher + Clone> RoutingTable<T, S> {
     /// ```
     /// use stepsched_relay::{PidBuildHasher, RoutingTable};
     ///
-    /// let table: RoutingTable<u8> =
+    /// let table: RoutingTable<u8, PidBuildHasher> =
     ///     RoutingTable::with_capacity_and_hasher(64, PidBuildHasher::default());
     /// assert!(table.is_empty());
     /// ```
     #[must_use]
     pub fn with_capacity_and_hasher(capacity: usize, hasher: S) -> Self {
         Self {
-            routes: DashMap::with_capacity_and_hasher(capacity, hasher),
+            routes: DashMap::with_capacity_and_hasher_and_shard_amount(
+                capacity,
+                hasher,
+                ROUTE_SHARDS,
+            ),
         }
     }
 
