@@ -1,41 +1,7 @@
 //! [`RouteHasher`]: the hasher of a [`RoutingTable`](crate::RoutingTable),
 //! which keeps neighbouring PIDs in neighbouring buckets.
 //!
-//! A scheduler hands out PIDs in sequence and registers, looks up and
-//! removes them roughly in that order: the submitting thread registers PID
-//! `n` while a worker removes PID `n - k` of a process that just finished.
-//! A hash that scatters every PID over the whole table (like
-//! [`PidHasher`](crate::PidHasher)) makes each of those operations a cache
-//! miss once the table outgrows the cache. [`RouteHasher`] instead lays
-//! PIDs out the way the table reads them:
-//!
-//! * The table is a `dashmap::DashMap` with [`ROUTE_SHARDS`] (64) shards,
-//!   which picks a key's shard from the 6 bits just under the top 7 of its
-//!   hash. Those bits are bits 6..12 of the number: 64 consecutive numbers
-//!   share a shard, and the next 64 go to the next one. The submitter and a
-//!   worker a few hundred PIDs behind it therefore lock different shards.
-//! * Inside a shard, hashbrown picks the bucket from the low bits: there
-//!   the hash holds the number with the shard's 6 bits taken out, so
-//!   consecutive numbers of one shard sit in consecutive buckets (the same
-//!   cache lines, in the order the table visits them), and the numbers of
-//!   one shard use every bucket, not one in 64.
-//! * hashbrown's 7-bit tag (the top 7 bits), compared 16 at a time in a
-//!   probe, is the low 7 bits of that in-shard position: 128 neighbouring
-//!   buckets have distinct tags, so a probe compares one key.
-//!
-//! A [`Pid`](crate::Pid) hashes as `write_u32(node)` then
-//! `write_u64(number)`. The hasher treats the last word written as the
-//! number and mixes every word before it (the node) into a per-node
-//! constant with [`PidHasher`](crate::PidHasher), which it XORs into the
-//! number before the layout above. For one node the map from number to
-//! hash is a bijection on numbers below 2⁵⁷, so PIDs of one node never
-//! collide.
-//!
-//! The hash suits nothing but PID keys in a table built for it: as a
-//! general-purpose hasher (a `std::collections::HashMap` with no shards),
-//! the 6 bits given to the shard would be missing from its buckets. Use
-//! [`PidBuildHasher`](crate::PidBuildHasher) there. Like it, this hasher is
-//! not keyed: whoever chooses the PIDs can choose collisions.
+//! See [`RouteHasher`] for the layout and why.
 
 use core::hash::{BuildHasherDefault, Hasher};
 
@@ -56,7 +22,43 @@ const SHARD_SHIFT: u32 = 64 - 7 - SHARD_BITS;
 
 /// The default hasher of a [`RoutingTable`](crate::RoutingTable): lays
 /// sequential [`Pid`](crate::Pid)s out in runs of 64 per shard and in
-/// consecutive buckets within a shard (see the [module docs](self)).
+/// consecutive buckets within a shard.
+///
+/// A scheduler hands out PIDs in sequence and registers, looks up and
+/// removes them roughly in that order: the submitting thread registers PID
+/// `n` while a worker removes PID `n - k` of a process that just finished.
+/// A hash that scatters every PID over the whole table (like
+/// [`PidHasher`](crate::PidHasher)) makes each of those operations a cache
+/// miss once the table outgrows the cache. [`RouteHasher`] instead lays
+/// PIDs out the way the table reads them:
+///
+/// * The table is a `dashmap::DashMap` with 64 shards,
+///   which picks a key's shard from the 6 bits just under the top 7 of its
+///   hash. Those bits are bits 6..12 of the number: 64 consecutive numbers
+///   share a shard, and the next 64 go to the next one. The submitter and a
+///   worker a few hundred PIDs behind it therefore lock different shards.
+/// * Inside a shard, hashbrown picks the bucket from the low bits: there
+///   the hash holds the number with the shard's 6 bits taken out, so
+///   consecutive numbers of one shard sit in consecutive buckets (the same
+///   cache lines, in the order the table visits them), and the numbers of
+///   one shard use every bucket, not one in 64.
+/// * hashbrown's 7-bit tag (the top 7 bits), compared 16 at a time in a
+///   probe, is the low 7 bits of that in-shard position: 128 neighbouring
+///   buckets have distinct tags, so a probe compares one key.
+///
+/// A [`Pid`](crate::Pid) hashes as `write_u32(node)` then
+/// `write_u64(number)`. The hasher treats the last word written as the
+/// number and mixes every word before it (the node) into a per-node
+/// constant with [`PidHasher`](crate::PidHasher), which it XORs into the
+/// number before the layout above. For one node the map from number to
+/// hash is a bijection on numbers below 2⁵⁷, so PIDs of one node never
+/// collide.
+///
+/// The hash suits nothing but PID keys in a table built for it: as a
+/// general-purpose hasher (a `std::collections::HashMap` with no shards),
+/// the 6 bits given to the shard would be missing from its buckets. Use
+/// [`PidBuildHasher`](crate::PidBuildHasher) there. Like it, this hasher is
+/// not keyed: whoever chooses the PIDs can choose collisions.
 ///
 /// # Examples
 ///
