@@ -3,7 +3,7 @@
 //! # Algorithm
 //!
 //! The queue is an unbounded sequence of slots numbered by a 32-bit index
-//! that wraps. Slots live in blocks of [`BLOCK_CAP`] (32) that form a linked
+//! that wraps. Slots live in blocks of [`BLOCK_CAP`] (8) that form a linked
 //! list in index order. The design is the segmented fetch-and-add list of
 //! tokio's unbounded channel (`tokio::sync::mpsc::list`, Carl Lerche, 2019),
 //! itself a descendant of the array-of-segments queues of Morrison and Afek
@@ -12,7 +12,7 @@
 //! (`benches/benches/mpsc.rs`): both cost one shared read-modify-write per
 //! push (Vyukov's `swap`, our `fetch_add`), but Vyukov's also needs a node
 //! per push (an allocation, or a contended and ABA-prone free list) and the
-//! consumer follows one pointer per value, while here a block serves 32
+//! consumer follows one pointer per value, while here a block serves 8
 //! pushes and the consumer reads a block's values side by side. On top of it
 //! come per-slot states, close, generations and tombstones, which are ours.
 //!
@@ -143,7 +143,7 @@ const MAX_SPAN: u32 = 1 << 30;
 /// queue keeps at least; it keeps more after a larger backlog, like a `Vec`
 /// keeps its capacity, until the next reset.
 #[cfg(not(stepsched_loom))]
-const MIN_SPARE_SLOTS: u32 = 32 * BLOCK_CAP;
+const MIN_SPARE_SLOTS: u32 = 1024;
 /// Under loom: one spare block, so that freeing surplus blocks is modelled.
 #[cfg(stepsched_loom)]
 const MIN_SPARE_SLOTS: u32 = BLOCK_CAP;
@@ -437,7 +437,7 @@ impl<T> Sender<T> {
     /// reset since this sender was made.
     ///
     /// Lock-free: one load and one `fetch_add` on the tail word, a walk of
-    /// usually zero blocks, a write and a store; once every 32 pushes a
+    /// usually zero blocks, a write and a store; once every 8 pushes a
     /// block is linked (recycled, or allocated when none is spare).
     ///
     /// ```

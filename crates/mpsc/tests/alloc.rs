@@ -156,9 +156,11 @@ fn single_thread() {
         out.clear();
         assert_eq!(rx.drain_into(&mut out), n as usize);
     };
-    // Warm up with the same pattern: the list grows to what it needs.
+    // Warm up with one full cycle of the same pattern (31 is prime to
+    // `BATCH`, so every size from 1 to `BATCH` comes up once): the list
+    // grows to what the largest batch needs.
     let batch = |r: u64| 1 + (r * 31) % BATCH;
-    for r in 0..500 {
+    for r in 0..BATCH {
         round(&mut rx, batch(r));
     }
     let before = allocations();
@@ -203,8 +205,9 @@ fn across_threads() {
             out.clear();
             assert_eq!(rx.drain_into(&mut out), n as usize);
         };
+        // One full cycle of sizes first, as in `single_thread`.
         let batch = |r: u64| 1 + (r * 17) % BATCH;
-        for r in 0..200 {
+        for r in 0..BATCH {
             round(&mut rx, batch(r));
         }
         let before = allocations();
