@@ -458,6 +458,32 @@ impl<T: Send + 'static> Pool<T> {
         })
     }
 
+    /// Submits an item that continues the work of the calling worker: from
+    /// one of the pool's workers, [`WorkerContext::push_next`] (the item
+    /// runs next on this worker, and no sleeping worker is woken for it if
+    /// the worker's deque was empty); from any other thread, as
+    /// [`submit`](Self::submit).
+    ///
+    /// # Errors
+    ///
+    /// As [`submit`](Self::submit).
+    ///
+    /// ```
+    /// let pool = stepsched_pool::Pool::new(|_: u8, _| {});
+    /// pool.submit_next(1).unwrap();
+    /// pool.shutdown();
+    /// assert_eq!(pool.stats().iter().map(|s| s.items_run).sum::<u64>(), 1);
+    /// ```
+    pub fn submit_next(&self, item: T) -> Result<(), SubmitError<T>> {
+        with_current(&self.shared, |ctx| match ctx {
+            Some(ctx) => {
+                ctx.push_next(item);
+                Ok(())
+            }
+            None => self.gated(item, |shared, item| shared.push_global(item)),
+        })
+    }
+
     /// Submits an item to the global queue, even when called from a worker.
     ///
     /// # Errors

@@ -11,6 +11,8 @@
 //! * The last searcher's re-check: a producer skips its wake-up for a
 //!   searcher, which then finds other work and must wake a sleeper for the
 //!   item after its fence.
+//! * `push_next`: a second item pushed beside an unannounced first one is
+//!   announced, so a sleeping worker steals while the owner stays busy.
 //! * The submission gate alone: an accepted push happens before `close`
 //!   returns (a plain write that loom checks for a data race).
 //!
@@ -79,6 +81,38 @@ fn deque_push_races_parking() {
             // would mean it exited, which only termination allows.
             assert_eq!(got, Some(7), "the item was left behind (left: {left:?})");
             assert_eq!(left, None);
+        });
+    }
+}
+
+#[test]
+fn push_next_announces_an_item_pushed_beside_another() {
+    // Worker 0 (the model thread) queues two items with `push_next` and
+    // then stays busy (it joins worker 1) instead of returning to its loop.
+    // The first push may go unannounced (the owner would run it next), the
+    // second may not: worker 1, asleep or searching, must get one of them,
+    // or the model deadlocks.
+    for initially_searching in [false, true] {
+        loom::model(move || {
+            let owner = Deque::new();
+            let other = Deque::new();
+            let stealer = owner.stealer();
+            let shared = Arc::new(Shared::new(
+                vec![owner.stealer(), other.stealer()],
+                Box::new(|_: usize, _: &WorkerContext<usize>| {}),
+            ));
+            if initially_searching {
+                shared.sleep.start_searching();
+            }
+            let s = shared.clone();
+            let worker = thread::spawn(move || sleeper(&s.sleep, 1, &stealer, initially_searching));
+            let ctx = WorkerContext::new(0, owner, shared);
+            ctx.push_next(1usize);
+            ctx.push_next(2);
+            let stolen = worker.join().unwrap();
+            let mut all: Vec<usize> = stolen.into_iter().chain(ctx.drain_local()).collect();
+            all.sort_unstable();
+            assert_eq!(all, [1, 2], "an item was lost or taken twice");
         });
     }
 }

@@ -89,3 +89,40 @@ fn notify_prefers_the_named_sleeper() {
     sleep.terminate();
     assert_eq!(threads.remove(0).join().unwrap(), Parked::Exit);
 }
+
+#[test]
+fn push_next_onto_an_empty_deque_wakes_nobody() {
+    use std::sync::Arc;
+
+    use stepsched_deque::Worker as Deque;
+
+    use crate::shared::Shared;
+    use crate::worker::WorkerContext;
+
+    let deques = [Deque::new(), Deque::new()];
+    let shared = Arc::new(Shared::new(
+        deques.iter().map(Deque::stealer).collect(),
+        Box::new(|_: u32, _: &WorkerContext<u32>| {}),
+    ));
+    let [mine, _theirs] = deques;
+    // Worker 1 sleeps; nobody searches.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let s = shared.clone();
+    let t = std::thread::spawn(move || s.sleep.park(1, false, || false, || tx.send(()).unwrap()));
+    rx.recv().unwrap();
+    let ctx = WorkerContext::new(0, mine, shared.clone());
+    ctx.push_next(1);
+    assert_eq!(
+        shared.sleep.sleeping(),
+        1,
+        "a push onto an empty deque woke a worker"
+    );
+    ctx.push_next(2);
+    assert_eq!(
+        shared.sleep.sleeping(),
+        0,
+        "a push beside another item was not announced"
+    );
+    assert_eq!(t.join().unwrap(), Parked::Woken);
+    assert_eq!(ctx.drain_local(), [2, 1], "both items are still queued");
+}

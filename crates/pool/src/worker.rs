@@ -31,7 +31,10 @@
 //! first of two pushed items, leaving the second alone and unannounced. A
 //! global batch must be announced even for one item, because its producer
 //! may have skipped its wake-up for a searcher that no longer sees it in
-//! the global queue.) Steal batches are covered by the last-searcher rule. Inboxes are
+//! the global queue.) [`WorkerContext::push_next`] is the one exception,
+//! by design: a push onto an empty deque is not announced, because the
+//! owner runs it as soon as its current item returns (the continuation of
+//! a chain; see its docs). Steal batches are covered by the last-searcher rule. Inboxes are
 //! MPMC queues that every searcher also pops, so an inbox is drained even
 //! while its owner is stuck in a long item.
 
@@ -233,6 +236,49 @@ impl<T: Send + 'static> WorkerContext<T> {
         self.announce_local();
     }
 
+    /// Queues `item` on this worker's own deque to run next, like
+    /// [`push`](Self::push), but wakes no sleeping worker when the deque was
+    /// empty: this worker runs it as soon as the item it is running returns.
+    ///
+    /// This is the continuation of a chain (a message answered, a process
+    /// put back at the end of its run), where waking a second worker only
+    /// moves the chain between cores. The item stays stealable by a worker
+    /// that searches; but if this worker then runs a long time before
+    /// returning, a sleeping worker is not woken for it (tokio's LIFO slot
+    /// makes the same trade, without the stealing). A push onto a deque that
+    /// already holds items is announced as with `push`.
+    ///
+    /// ```
+    /// use stepsched_pool::Pool;
+    /// use std::sync::mpsc;
+    ///
+    /// // Each item `n > 0` continues with `n - 1` on the same worker.
+    /// let (tx, rx) = mpsc::channel();
+    /// let pool = Pool::builder()
+    ///     .workers(2)
+    ///     .build(move |n: u32, ctx| {
+    ///         tx.send(n).unwrap();
+    ///         if n > 0 {
+    ///             ctx.push_next(n - 1);
+    ///         }
+    ///     })
+    ///     .unwrap();
+    /// pool.submit(3).unwrap();
+    /// pool.shutdown();
+    /// let seen: Vec<u32> = rx.try_iter().collect();
+    /// assert_eq!(seen, [3, 2, 1, 0]);
+    /// ```
+    #[inline]
+    pub fn push_next(&self, item: T) {
+        // The owner's view of the length never undercounts (thieves only
+        // take), so an item pushed beside others is always announced.
+        let was_empty = self.deque.is_empty();
+        self.deque.push(item);
+        if !was_empty {
+            self.announce_local();
+        }
+    }
+
     /// Queues `item` on worker `worker`'s inbox (affinity). The owner takes
     /// it when its deque is empty or at its next fairness tick; an idle
     /// worker may take it first.
@@ -364,7 +410,7 @@ impl<T: Send + 'static> WorkerContext<T> {
     }
 
     /// Pops everything left in this worker's deque (for models and tests).
-    #[cfg(all(test, stepsched_loom))]
+    #[cfg(test)]
     pub(crate) fn drain_local(&self) -> Vec<T> {
         std::iter::from_fn(|| self.deque.pop()).collect()
     }

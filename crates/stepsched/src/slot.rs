@@ -736,8 +736,10 @@ impl<P: SchedProcess> Core<P> {
 
     /// Puts a Ready slot in a run queue. Woken from a worker of this pool
     /// (a process messaging another, a handler completing on a worker), it
-    /// goes to that worker's local deque, where it runs next and cache-warm
-    /// without waking another thread; woken from any other thread, back to
+    /// goes to that worker's local deque with `submit_next`: it runs next
+    /// and cache-warm, and if the deque was empty no sleeping worker is
+    /// woken for it (a chain of messages stays on one core instead of
+    /// waking a second one per hop); woken from any other thread, back to
     /// the worker that last ran it (affinity), else the global queue.
     ///
     /// `current`: the worker the calling thread is, if any
@@ -747,7 +749,9 @@ impl<P: SchedProcess> Core<P> {
         // Relaxed: a hint; any worker may run the slot.
         let worker = slot.last_worker.load(Ordering::Relaxed);
         let task = Task::new(slot);
-        let refused = if worker == NO_WORKER || current.is_some() {
+        let refused = if current.is_some() {
+            pool.submit_next(task).err()
+        } else if worker == NO_WORKER {
             pool.submit(task).err()
         } else {
             pool.submit_to(worker, task).err()

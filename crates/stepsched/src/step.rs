@@ -273,11 +273,12 @@ impl<P: SchedProcess> Core<P> {
         match park {
             (Park::Parked, _) => {}
             (Park::Requeue, true) => ctx.inject(Task::new(slot)),
-            // Woken while running: stay on this worker (cache-warm), but
-            // only a few times in a row, or the LIFO deque would run this
-            // process forever ahead of the rest of the deque.
+            // Woken while running: stay on this worker (cache-warm; this
+            // run ends here, so `push_next` wakes nobody for it when the
+            // deque was empty), but only a few times in a row, or the LIFO
+            // deque would run this process forever ahead of the rest.
             (Park::Requeue, false) if streak < LOCAL_REQUEUES => {
-                ctx.push(Task::requeued(slot, streak + 1));
+                ctx.push_next(Task::requeued(slot, streak + 1));
             }
             (Park::Requeue, false) => ctx.inject(Task::new(slot)),
             (Park::Terminated, _) => {
