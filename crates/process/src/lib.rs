@@ -66,6 +66,7 @@
 //! model-checking tests of the state cell.
 #![cfg_attr(not(test), warn(missing_docs))]
 
+mod cancel;
 mod error;
 mod event;
 mod output;
@@ -76,12 +77,13 @@ mod process;
 mod reach;
 pub mod state;
 
+pub use cancel::CancelToken;
 pub use error::{BoxError, Error};
 pub use event::{Event, EventKind, Events, Tag};
 pub use output::{INLINE_YIELDS, Status, StepOutput, Yield, Yields, YieldsDrain, YieldsIter};
 pub use package::Package;
 pub use pid::{ParsePidError, Pid};
-pub use process::{CancelToken, Context, Process, Upgrade, UpgradeTo};
+pub use process::{Context, Process, Upgrade, UpgradeTo};
 pub use reach::{NoReach, Reach, SendError, SubmitError, TerminateError};
 pub use state::{Finish, ForceComplete, Park, Phase, Start, State, StateCell, Wake};
 

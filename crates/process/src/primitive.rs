@@ -12,7 +12,7 @@ pub(crate) mod sync {
     pub(crate) use std::sync::{Barrier, Mutex};
 
     pub(crate) mod atomic {
-        pub(crate) use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
     }
 }
 
@@ -21,7 +21,7 @@ pub(crate) mod sync {
     pub(crate) use loom::sync::Arc;
 
     pub(crate) mod atomic {
-        pub(crate) use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
     }
 }
 

@@ -4,10 +4,9 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use crate::primitive::sync::Arc;
-use crate::primitive::sync::atomic::{AtomicBool, Ordering};
 use crate::{
-    Error, Events, NoReach, Package, Pid, Reach, SendError, StepOutput, SubmitError, TerminateError,
+    CancelToken, Error, Events, NoReach, Package, Pid, Reach, SendError, StepOutput, SubmitError,
+    TerminateError,
 };
 
 /// A step-based state machine run by a scheduler.
@@ -403,80 +402,6 @@ impl<P> fmt::Debug for UpgradeTo<P> {
             UpgradeTo::Process(_) => f.write_str("Process(..)"),
             UpgradeTo::Factory(name) => f.debug_tuple("Factory").field(name).finish(),
         }
-    }
-}
-
-/// A shared, one-way cancellation flag: once [`cancel`](Self::cancel)led,
-/// every clone reports [`is_cancelled`](Self::is_cancelled) forever.
-///
-/// The scheduler cancels it (at shutdown, or to stop one process); a process
-/// polls it during long work. It complements, and does not replace, the
-/// [`Event::cancel`](crate::Event::cancel) event, which wakes a waiting
-/// process.
-///
-/// ```
-/// use stepsched_process::CancelToken;
-///
-/// let token = CancelToken::new();
-/// let seen_by_process = token.clone();
-/// assert!(!seen_by_process.is_cancelled());
-/// token.cancel();
-/// assert!(seen_by_process.is_cancelled());
-/// ```
-#[derive(Clone, Default)]
-pub struct CancelToken {
-    flag: Arc<AtomicBool>,
-}
-
-impl CancelToken {
-    /// A new, uncancelled token.
-    ///
-    /// ```
-    /// use stepsched_process::CancelToken;
-    ///
-    /// assert!(!CancelToken::new().is_cancelled());
-    /// ```
-    pub fn new() -> Self {
-        Self {
-            flag: Arc::new(AtomicBool::new(false)),
-        }
-    }
-
-    /// Cancels the token and all its clones. Idempotent.
-    ///
-    /// ```
-    /// use stepsched_process::CancelToken;
-    ///
-    /// let t = CancelToken::new();
-    /// t.cancel();
-    /// t.cancel();
-    /// assert!(t.is_cancelled());
-    /// ```
-    pub fn cancel(&self) {
-        // Release: pairs with the Acquire load in `is_cancelled`, so a
-        // process that sees the flag also sees what the canceller wrote
-        // before cancelling (a reason, a deadline).
-        self.flag.store(true, Ordering::Release);
-    }
-
-    /// Whether [`cancel`](Self::cancel) was called on this token or a clone.
-    ///
-    /// ```
-    /// use stepsched_process::CancelToken;
-    ///
-    /// assert!(!CancelToken::new().is_cancelled());
-    /// ```
-    pub fn is_cancelled(&self) -> bool {
-        // Acquire: pairs with the Release store in `cancel`.
-        self.flag.load(Ordering::Acquire)
-    }
-}
-
-impl fmt::Debug for CancelToken {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CancelToken")
-            .field("cancelled", &self.is_cancelled())
-            .finish()
     }
 }
 
