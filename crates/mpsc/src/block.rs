@@ -72,16 +72,20 @@ pub(crate) struct Run {
 }
 
 pub(crate) struct Block<T> {
-    /// Fields read by every producer on every push (`start`, `lap`), kept
-    /// off the cache lines that pushes write.
+    /// Fields read by every producer on every push (`start`, `lap`).
     head: Header<T>,
     /// The slots, each with its state next to its value, so that a push
-    /// writes one cache line and the consumer reads one.
+    /// writes one place (one or two cache lines) and the consumer reads it
+    /// there.
     slots: [Slot<T>; BLOCK_CAP as usize],
 }
 
-/// The fields of a block other than its slots, on their own cache line.
-#[repr(align(64))]
+/// The fields of a block other than its slots (32 bytes). Not aligned to
+/// a cache line: an over-aligned block would be allocated through the
+/// system allocator's slower `memalign` path, with padding lost around
+/// it, once per block. The header may then share a line with the first
+/// slot or two: with several producers, a write to one of those slots
+/// costs the others reading `start` and `lap` one miss.
 struct Header<T> {
     /// Index of slot 0. Written only while the block is unreachable by other
     /// threads (allocation, or recycling by the consumer) and published by
