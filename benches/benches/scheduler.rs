@@ -9,9 +9,12 @@
 //!   completes every yield at once, on the worker (tokio: 1 000 tasks call
 //!   `tokio::task::yield_now().await` 100 times each).
 //! * `scheduler_ping_pong`: two processes exchange 10 000 round trips; each
-//!   step answers the message it got with `Context::send` to its peer, then
-//!   returns `Idle` (tokio: two tasks on a pair of unbounded
-//!   `tokio::sync::mpsc` channels).
+//!   step answers the message it got to its peer, then returns `Idle`.
+//!   Each player resolves its peer's `Address` at its first send and sends
+//!   through it (tokio: two tasks on a pair of unbounded
+//!   `tokio::sync::mpsc` channels, each holding its peer's sender);
+//!   `stepsched-by-pid` sends with `Context::send`, which looks the peer up
+//!   in the routing table for every message.
 //! * `scheduler_fan_in`: 1 000 idle processes, then the benchmark thread
 //!   sends 100 messages to each, round-robin, through each one's `Address`
 //!   (kept from its submit, as tokio's side keeps each channel's sender); each
@@ -54,7 +57,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
 use stepsched::{
-    Address, Completer, Context, Error, Event, Events, Pid, Process, Scheduler, Status, StepOutput,
+    Address, Completer, Context, Error, Event, Events, Handle, Pid, Process, Scheduler, Status,
+    StepOutput,
 };
 use tokio::runtime::Runtime;
 use tokio::sync::mpsc;
@@ -233,7 +237,7 @@ enum Bench {
     /// finishes after `left` more. The `server` sends the first ball at
     /// its first step (then `served` is set) and does not answer the last.
     Player {
-        peer: Pid,
+        peer: Peer,
         left: u32,
         server: bool,
         served: bool,
@@ -244,6 +248,32 @@ enum Bench {
         left: u32,
         started: Option<&'static Latch>,
     },
+}
+
+/// How a ping-pong player reaches its peer.
+enum Peer {
+    /// By PID, looked up in the routing table at every send
+    /// (`Context::send`).
+    ByPid(Pid),
+    /// Through the peer's `Address`, resolved at the first send (the peer
+    /// may be submitted after this player) and kept, as a tokio task keeps
+    /// its peer's channel sender.
+    Address(Pid, Handle<Bench>, Option<Address<Bench>>),
+}
+
+impl Peer {
+    fn send(&mut self, ctx: &Context<'_, Bench>, n: u64) -> Result<(), Error> {
+        match self {
+            Peer::ByPid(pid) => Ok(ctx.send(*pid, n)?),
+            Peer::Address(pid, handle, to) => {
+                if to.is_none() {
+                    *to = handle.address(*pid);
+                }
+                let to = to.as_ref().ok_or_else(|| Error::failed("the peer is gone"))?;
+                Ok(to.send_from(ctx.pid(), n)?)
+            }
+        }
+    }
 }
 
 impl Process for Bench {
@@ -292,7 +322,7 @@ impl Process for Bench {
                 server,
                 served,
             } => {
-                let send = |n: u64| ctx.send(*peer, n).map_err(Error::from);
+                let mut send = |n: u64| peer.send(ctx, n);
                 if *server && !std::mem::replace(served, true) {
                     send(0)?;
                 }
@@ -470,28 +500,35 @@ fn ping_pong(c: &mut Criterion) {
     let done = Latch::leak();
     for workers in WORKERS {
         let s = scheduler(workers, done);
-        group.bench_function(id("stepsched", workers), |b| {
-            b.iter_custom(|iters| {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
-                    let (a, b) = (s.allocate_pid(), s.allocate_pid());
-                    let player = |peer, server| Bench::Player {
-                        peer,
-                        left: ROUND_TRIPS,
-                        server,
-                        served: false,
-                    };
-                    done.arm(2);
-                    let start = Instant::now();
-                    // The receiver first, so the server's first send finds it.
-                    submit(&s, b, player(a, false));
-                    submit(&s, a, player(b, true));
-                    done.wait();
-                    total += start.elapsed();
-                }
-                total
+        for (name, by_pid) in [("stepsched", false), ("stepsched-by-pid", true)] {
+            group.bench_function(id(name, workers), |b| {
+                b.iter_custom(|iters| {
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iters {
+                        let (a, b) = (s.allocate_pid(), s.allocate_pid());
+                        let player = |peer, server| Bench::Player {
+                            peer: if by_pid {
+                                Peer::ByPid(peer)
+                            } else {
+                                Peer::Address(peer, s.handle(), None)
+                            },
+                            left: ROUND_TRIPS,
+                            server,
+                            served: false,
+                        };
+                        done.arm(2);
+                        let start = Instant::now();
+                        // The receiver first, so the server's first send
+                        // finds it.
+                        submit(&s, b, player(a, false));
+                        submit(&s, a, player(b, true));
+                        done.wait();
+                        total += start.elapsed();
+                    }
+                    total
+                });
             });
-        });
+        }
         drop(s);
 
         let rt = runtime(workers);
