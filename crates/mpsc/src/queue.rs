@@ -116,7 +116,6 @@ use core::fmt;
 use core::marker::PhantomData;
 use core::ptr::NonNull;
 
-
 use crate::block::{BLOCK_CAP, Block, OFFSET_MASK, reached, start_of};
 use crate::error::PushError;
 use crate::primitive::cell::UnsafeCell;
@@ -1049,7 +1048,11 @@ mod tests {
         assert!(offset_of!(S, consumer_index) - offset_of!(S, push_line) >= LINE);
         assert!(align_of::<S>() <= 16, "Shared is over-aligned");
         assert!(align_of::<Block<u64>>() <= 16, "Block is over-aligned");
-        assert!(size_of::<S>() <= 3 * LINE, "Shared grew: {}", size_of::<S>());
+        assert!(
+            size_of::<S>() <= 3 * LINE,
+            "Shared grew: {}",
+            size_of::<S>()
+        );
     }
 
     /// Refused claims (a push that passed the pre-check but lost the race

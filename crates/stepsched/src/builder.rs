@@ -16,7 +16,7 @@ use crate::primitive::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use crate::primitive::sync::{Arc, Condvar, Mutex};
 use crate::scheduler::Scheduler;
 use crate::shutdown::Shared;
-use crate::slot::{CompleteHook, Core, Counters, StartHook, Task};
+use crate::slot::{Batches, CompleteHook, Core, Counters, StartHook, Task};
 use crate::step::{Factory, Handlers};
 use crossbeam_utils::CachePadded;
 
@@ -292,6 +292,7 @@ impl<P: SchedProcess> Builder<P> {
             counters: (0..=workers)
                 .map(|_| CachePadded::new(Counters::default()))
                 .collect(),
+            batches: Batches::new(workers),
             limited: self.max_processes != usize::MAX,
         });
         let pool = Pool::builder()

@@ -5,7 +5,7 @@
 //! # The life of a process
 //!
 //! A [`Slot`] holds one process: its state cell, its event queue, and its
-//! *body* (the process itself, the event batch, the step output). The body
+//! *body* (the process itself and the step output). The body
 //! is touched by one thread at a time, and the state cell says which:
 //!
 //! * the worker whose `try_start` moved the state Ready → Running owns the
@@ -130,8 +130,47 @@ pub(crate) struct Core<P: Process + 'static> {
     /// (plus [`SHARED_LINES`] for other threads), so workers never contend
     /// on a counter.
     pub(crate) counters: CounterLines,
+    /// The event batch each worker steps its processes with.
+    pub(crate) batches: Batches<P>,
     /// Whether `live` is maintained (a process limit is set).
     pub(crate) limited: bool,
+}
+
+/// One event buffer per worker: the batch a step iterates, filled at the
+/// start of each step from the process's carried inline completions and its
+/// queue, and empty again when the step returns. A buffer per worker rather
+/// than per process keeps it warm in the worker's cache and costs a process
+/// nothing (it used to hold a vector and, once it had received an event,
+/// that vector's allocation).
+pub(crate) struct Batches<P: Process + 'static> {
+    lines: Box<[Batch<P>]>,
+}
+
+/// One worker's buffer, on its own cache line.
+type Batch<P> = CachePadded<UnsafeCell<Vec<Ev<P>>>>;
+
+// SAFETY: buffer `i` is touched only by worker `i`, inside `Core::run`,
+// which a worker does not re-enter (a step, a handler run inline or a hook
+// never runs another process on the same thread); no reference to a buffer
+// outlives that call. So each buffer has one thread at a time, and what
+// moves between threads is the events, which are `Send`.
+unsafe impl<P: Process + 'static> Sync for Batches<P> where Ev<P>: Send {}
+
+impl<P: Process + 'static> Batches<P> {
+    pub(crate) fn new(workers: usize) -> Self {
+        Batches {
+            lines: (0..workers)
+                .map(|_| CachePadded::new(UnsafeCell::new(Vec::new())))
+                .collect(),
+        }
+    }
+
+    /// The buffer of worker `index`. Dereferenced only by that worker,
+    /// inside `Core::run` (see the `Sync` impl).
+    #[inline]
+    pub(crate) fn of(&self, index: usize) -> *mut Vec<Ev<P>> {
+        self.lines[index].get()
+    }
 }
 
 /// Statistics counters of one line: steps, results, and the transitions
@@ -401,7 +440,6 @@ impl<E> EventQueue<E> {
 pub(crate) struct Body<P: Process + 'static> {
     /// `None` once closed.
     pub(crate) process: Option<P>,
-    pub(crate) batch: Vec<Ev<P>>,
     pub(crate) out: StepOutput<P::Command, P::Output>,
     /// How the last step left the process waiting, if it did (`Idle` or
     /// `Yield`): a run of a waiting process that finds no event parks it
@@ -455,7 +493,6 @@ impl<P: Process + 'static> Slot<P> {
             queue: crate::primitive::once::OnceLock::new(),
             body: UnsafeCell::new(Body {
                 process: Some(process),
-                batch: Vec::new(),
                 out: StepOutput::default(),
                 waiting: None,
             }),
@@ -607,7 +644,6 @@ impl<P: SchedProcess> Slot<P> {
         }
         // `Vec::clear` empties the vector before dropping the elements, so
         // after a panicking payload the vector is still sound (and empty).
-        caught("an event's drop", &mut || body.batch.clear());
         caught("a command's drop", &mut || body.out.reset());
         // SAFETY: the inline batch belongs to the owner of the body.
         let inline = unsafe { &mut *self.inline.get() };
@@ -616,8 +652,10 @@ impl<P: SchedProcess> Slot<P> {
             // SAFETY: the caller owns the process, hence the receiver.
             let receiver = unsafe { &mut *queue.receiver.get() };
             receiver.close();
-            receiver.drain_into(&mut body.batch);
-            caught("an event's drop", &mut || body.batch.clear());
+            // Allocates only if events were left in the queue.
+            let mut left = Vec::new();
+            receiver.drain_into(&mut left);
+            caught("an event's drop", &mut || left.clear());
         }
     }
 

@@ -143,24 +143,34 @@ impl<P: SchedProcess> Core<P> {
         // two branches on locals, not a level check per event.
         let traced = tracing::level_enabled!(tracing::Level::TRACE);
         let debugged = tracing::level_enabled!(tracing::Level::DEBUG);
+        // SAFETY: we are worker `worker`, inside its one call of `run` (the
+        // buffer's rule, see `Batches`); the borrow ends with this call.
+        let batch = unsafe { &mut *self.batches.of(worker) };
+        debug_assert!(batch.is_empty(), "a step left events in its worker's batch");
         let park = loop {
             // SAFETY: our `try_start` won: we own the body until our next
             // transition of `slot.state`, and we drop this borrow before it.
             let body = unsafe { &mut *slot.body.get() };
-            // At most `MAX_BATCH` events from the queue per step; if it held
-            // more, the process must not park below (their wakes may all
-            // have been spent), so it is stepped again or requeued.
+            // First the completions made inline for an earlier step that
+            // did not take them (`Continue`, an exhausted budget), then at
+            // most `MAX_BATCH` events from the queue; if it held more, the
+            // process must not park below (their wakes may all have been
+            // spent), so it is stepped again or requeued.
+            // SAFETY: the inline completions are ours while we own the
+            // process (see `Slot::inline`); the borrow ends here, before
+            // any dispatch pushes to them.
+            batch.append(unsafe { &mut *slot.inline.get() });
             let more = match slot.queue.get() {
                 // SAFETY: we own the process (see above), hence the receiver.
                 Some(queue) => unsafe {
-                    (*queue.receiver.get()).drain_up_to(&mut body.batch, MAX_BATCH) == MAX_BATCH
+                    (*queue.receiver.get()).drain_up_to(batch, MAX_BATCH) == MAX_BATCH
                 },
                 None => false,
             };
             // A waiting process is stepped only with events: woken for an
             // event that an earlier step already took (the wakeup flag was
             // set while that step ran), it waits again, unstepped.
-            if body.batch.is_empty()
+            if batch.is_empty()
                 && let Some(waiting) = body.waiting
             {
                 break (wait(&slot, waiting, line, owned), false);
@@ -172,20 +182,28 @@ impl<P: SchedProcess> Core<P> {
                 return;
             };
             let _span = traced.then(|| {
-                tracing::trace_span!("step", pid = %slot.pid, events = body.batch.len()).entered()
+                tracing::trace_span!("step", pid = %slot.pid, events = batch.len()).entered()
             });
             if debugged && tracing::enabled!(tracing::Level::DEBUG) {
-                trace_events(&slot, &body.batch);
+                trace_events(&slot, batch);
             }
             // The last look before a step begins: once `terminate` returned
             // `Ok` (the cell is Complete), no new step starts. A forcer that
-            // saw Running left `close` and the result to us.
+            // saw Running left `close` and the result to us; the events
+            // taken for this step are dropped here, as `close` drops the
+            // rest of the queue.
             if slot.state.load().is_complete() {
+                if catch_unwind(AssertUnwindSafe(|| batch.clear())).is_err() {
+                    tracing::debug!(pid = %slot.pid, "an event's drop panicked");
+                }
                 break (Park::Terminated, false);
             }
             bump(&line.steps, owned);
+            // `drain` empties the batch whatever the step does: the events
+            // it did not take are dropped when the step returns (or
+            // unwinds), so the buffer is empty for the worker's next step.
             let stepped = catch_unwind(AssertUnwindSafe(|| {
-                process.step(&mut cx, body.batch.drain(..), &mut body.out)
+                process.step(&mut cx, batch.drain(..), &mut body.out)
             }));
             if let Some(upgrade) = cx.take_upgrade()
                 && matches!(stepped, Ok(Ok(())))
@@ -233,32 +251,29 @@ impl<P: SchedProcess> Core<P> {
             if !body.out.yields().is_empty() {
                 self.dispatch(handlers, &slot, &mut body.out, debugged);
             }
-            // SAFETY: completions made inline during the dispatch are ours
-            // (we own the process, see `Slot::inline`).
-            let inline = unsafe { &mut *slot.inline.get() };
             let waiting = match status {
                 // A process that asked to continue goes to the back of the
                 // global queue, so it cannot starve the others here; its
-                // inline completions wait in the batch for its next step.
+                // inline completions wait in `inline` for its next step.
                 Status::Continue => {
-                    body.batch.append(inline);
                     break (slot.state.reschedule(), true);
                 }
                 Status::Idle => Waiting::Idle,
                 Status::Yield => Waiting::Blocked,
                 Status::Done(_) => unreachable!("handled above"),
             };
-            if inline.is_empty() && !more {
+            // SAFETY: as above; the dispatch that could push to them is over.
+            let no_inline = unsafe { (*slot.inline.get()).is_empty() };
+            if no_inline && !more {
                 body.waiting = Some(waiting);
                 break (wait(&slot, waiting, line, owned), false);
             }
-            body.batch.append(inline);
             if inline_budget > 0 {
                 inline_budget -= 1;
                 continue;
             }
-            // Out of budget, with events in hand: back to a run queue (the
-            // batch keeps them for the next run).
+            // Out of budget, with events in hand: back to a run queue
+            // (`inline` keeps them for the next run).
             break (slot.state.reschedule(), false);
         };
         // The body is no longer ours unless `park` says so.
@@ -296,7 +311,7 @@ impl<P: SchedProcess> Core<P> {
 
     /// Replaces the process we own (Running) as `upgrade` asks: closes
     /// the old one, gets the new one, runs its `init`. Events queued
-    /// meanwhile stay in the queue (and the batch) for the new one's first
+    /// meanwhile stay in the queue (and in `inline`) for the new one's first
     /// step. On an error the body holds no process.
     fn upgrade(
         &self,
