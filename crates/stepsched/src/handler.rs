@@ -313,7 +313,10 @@ fn deliver<P: Process + 'static>(
         // A terminate during the dispatch means the event is never stepped.
         return !slot.state_is_complete();
     }
-    if slot.sender().push(Event::completion(tag, result)).is_err() {
+    let Some(sender) = slot.sender() else {
+        return false;
+    };
+    if sender.push(Event::completion(tag, result)).is_err() {
         return false;
     }
     // A process that completed after the push will never step the event

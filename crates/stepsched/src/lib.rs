@@ -130,6 +130,7 @@ mod address;
 mod builder;
 mod handle;
 mod handler;
+mod inbox;
 mod join;
 mod primitive;
 mod result;

@@ -1,10 +1,10 @@
 //! The synchronization primitives the facade uses, in one place.
 //!
 //! Under `--cfg stepsched_loom` the atomics, `Mutex` and `Condvar` are
-//! loom's (`Arc` stays std's, see below), and so is the once-cell that
-//! creates a process's event queue on its first event ([`once::OnceLock`]),
-//! so the crate builds for `cargo xtask loom` and the models see the lazy
-//! creation race. The process body cell stays a plain `UnsafeCell` in
+//! loom's (`Arc` stays std's, see below), so the crate builds for
+//! `cargo xtask loom` and the models see every race on them, among them
+//! the lazy creation and the seal of a process's event queue (`inbox`).
+//! The process body cell stays a plain `UnsafeCell` in
 //! both builds: its exclusivity comes from the process state cell, whose
 //! protocol is model-checked in `stepsched-process`.
 
@@ -14,7 +14,7 @@ pub(crate) mod sync {
 
     pub(crate) mod atomic {
         pub(crate) use std::sync::atomic::{
-            AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering, fence,
+            AtomicBool, AtomicPtr, AtomicU8, AtomicU64, AtomicUsize, Ordering, fence,
         };
     }
 }
@@ -29,19 +29,15 @@ pub(crate) mod sync {
 
     pub(crate) mod atomic {
         pub(crate) use loom::sync::atomic::{
-            AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering, fence,
+            AtomicBool, AtomicPtr, AtomicU8, AtomicU64, AtomicUsize, Ordering, fence,
         };
     }
 }
 
-/// The once-cell of a slot's lazily created event queue.
+/// Under loom, whether a slot's event queue (`inbox`) is made with the slot
+/// rather than by its first event.
+#[cfg(stepsched_loom)]
 pub(crate) mod once {
-    #[cfg(not(stepsched_loom))]
-    pub(crate) use std::sync::OnceLock;
-
-    #[cfg(stepsched_loom)]
-    pub(crate) use self::model::OnceLock;
-
     #[cfg(stepsched_loom)]
     std::thread_local! {
         static EAGER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
@@ -59,76 +55,6 @@ pub(crate) mod once {
     #[cfg(stepsched_loom)]
     pub(crate) fn eager() -> bool {
         EAGER.with(|e| e.get())
-    }
-
-    /// Under loom, a once-cell built on a loom `AtomicPtr`, so that the
-    /// models see the happens-before edge from the thread that creates the
-    /// value to every thread that uses it (loom cannot see the one inside
-    /// std's `OnceLock`). Unlike std's, two racing initializers may both
-    /// build a value; the loser drops its own, unused. The callers' values
-    /// (an empty event queue) allow that.
-    #[cfg(stepsched_loom)]
-    mod model {
-        use loom::sync::atomic::{AtomicPtr, Ordering};
-        use std::ptr;
-
-        pub(crate) struct OnceLock<T> {
-            ptr: AtomicPtr<T>,
-        }
-
-        impl<T> OnceLock<T> {
-            pub(crate) fn new() -> Self {
-                OnceLock {
-                    ptr: AtomicPtr::new(ptr::null_mut()),
-                }
-            }
-
-            pub(crate) fn get(&self) -> Option<&T> {
-                // Acquire: pairs with the winner's AcqRel install, so the
-                // value's construction happens before our use of it.
-                let p = self.ptr.load(Ordering::Acquire);
-                // SAFETY: a non-null pointer was installed once from a
-                // `Box` and is freed only by `Drop`, which has `&mut self`.
-                unsafe { p.as_ref() }
-            }
-
-            pub(crate) fn get_or_init(&self, init: impl FnOnce() -> T) -> &T {
-                if let Some(value) = self.get() {
-                    return value;
-                }
-                let new = Box::into_raw(Box::new(init()));
-                // AcqRel: Release publishes our construction; Acquire, on
-                // failure, makes the winner's visible to us.
-                match self.ptr.compare_exchange(
-                    ptr::null_mut(),
-                    new,
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                ) {
-                    // SAFETY: installed; lives until `Drop` (see `get`).
-                    Ok(_) => unsafe { &*new },
-                    Err(winner) => {
-                        // SAFETY: `new` is ours, never shared.
-                        drop(unsafe { Box::from_raw(new) });
-                        // SAFETY: as in `get`.
-                        unsafe { &*winner }
-                    }
-                }
-            }
-        }
-
-        impl<T> Drop for OnceLock<T> {
-            fn drop(&mut self) {
-                // A load rather than `with_mut`: the last owner may drop
-                // the cell on another thread through a std `Arc`, whose
-                // synchronization loom cannot see. Acquire: as in `get`.
-                let p = self.ptr.load(Ordering::Acquire);
-                if !p.is_null() {
-                    // SAFETY: installed from a `Box`, freed only here.
-                    drop(unsafe { Box::from_raw(p) });
-                }
-            }
-        }
     }
 }
 

@@ -66,6 +66,7 @@ use stepsched_process::{
 use stepsched_relay::{Pid, PidAllocator, RoutingTable};
 
 use crate::SchedProcess;
+use crate::inbox::Inbox;
 use crate::primitive::cell::UnsafeCell;
 use crate::primitive::sync::atomic::{
     AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering, fence,
@@ -388,8 +389,9 @@ pub(crate) struct Slot<P: Process + 'static> {
     pub(crate) core: Arc<Core<P>>,
     pub(crate) state: StateCell,
     /// The event queue, created by the first event (an idle process that
-    /// was never sent anything costs no queue).
-    pub(crate) queue: crate::primitive::once::OnceLock<Box<EventQueue<Ev<P>>>>,
+    /// was never sent anything costs no queue), sealed before the process
+    /// completes (see `inbox`).
+    pub(crate) queue: Inbox<Ev<P>>,
     /// The process and what only its owner touches; see the module docs
     /// for who the owner is.
     pub(crate) body: UnsafeCell<Body<P>>,
@@ -417,25 +419,8 @@ pub(crate) struct Slot<P: Process + 'static> {
     pub(crate) inline: UnsafeCell<Vec<Ev<P>>>,
 }
 
-/// A process's event queue: producers push through `sender`; only the
-/// owner of the process (see the module docs) drains `receiver`.
 /// An event of process type `P`.
 pub(crate) type Ev<P> = Event<<P as Process>::Message, <P as Process>::Response>;
-
-pub(crate) struct EventQueue<E> {
-    pub(crate) sender: mpsc::Sender<E>,
-    pub(crate) receiver: UnsafeCell<mpsc::Receiver<E>>,
-}
-
-impl<E> EventQueue<E> {
-    pub(crate) fn new() -> Self {
-        let receiver = mpsc::Receiver::new();
-        EventQueue {
-            sender: receiver.sender(),
-            receiver: UnsafeCell::new(receiver),
-        }
-    }
-}
 
 pub(crate) struct Body<P: Process + 'static> {
     /// `None` once closed.
@@ -490,7 +475,7 @@ impl<P: Process + 'static> Slot<P> {
             pid,
             core,
             state: StateCell::new(),
-            queue: crate::primitive::once::OnceLock::new(),
+            queue: Inbox::new(),
             body: UnsafeCell::new(Body {
                 process: Some(process),
                 out: StepOutput::default(),
@@ -514,12 +499,11 @@ impl<P: Process + 'static> Slot<P> {
         slot
     }
 
-    /// The producers' side of the event queue, created on first use.
-    pub(crate) fn sender(&self) -> &mpsc::Sender<Ev<P>> {
-        &self
-            .queue
-            .get_or_init(|| Box::new(EventQueue::new()))
-            .sender
+    /// The producers' side of the event queue, created on first use;
+    /// `None` once the process is sealed for completion (see `inbox`).
+    #[inline]
+    pub(crate) fn sender(&self) -> Option<&mpsc::Sender<Ev<P>>> {
+        self.queue.open().map(|queue| &queue.sender)
     }
 
     /// Whether the process is Complete.
@@ -576,16 +560,17 @@ impl<P: SchedProcess> Slot<P> {
         from: Option<Pid>,
         payload: P::Message,
     ) -> Result<(), P::Message> {
-        // A process already complete takes nothing (its last step may
-        // still be running, with its queue open).
-        if self.state.load().is_complete() {
+        // A process already complete takes nothing: whoever completed it
+        // sealed its queue first (see `inbox`), and the seal is read with
+        // the queue pointer, not from the state word the worker writes.
+        let Some(sender) = self.sender() else {
             return Err(payload);
-        }
+        };
         let event = match from {
             Some(from) => Event::message_from(from, payload),
             None => Event::message(payload),
         };
-        match self.sender().push(event) {
+        match sender.push(event) {
             Ok(()) => {
                 // If the process completed since, the event is dropped with
                 // the rest of its queue, as `Handle::send` documents.
@@ -604,7 +589,9 @@ impl<P: SchedProcess> Slot<P> {
             return;
         }
         self.cancel.cancel();
-        if self.sender().push(Event::cancel()).is_ok() {
+        if let Some(sender) = self.sender()
+            && sender.push(Event::cancel()).is_ok()
+        {
             self.wake();
         }
     }
@@ -732,6 +719,8 @@ impl<P: SchedProcess> Slot<P> {
         {
             return false;
         }
+        // Sends are refused from before the transition on (see `inbox`).
+        self.queue.seal();
         match self.state.force_complete() {
             won @ ForceComplete::Won { previous } => {
                 let (line, owned) = self.core.counter_line(None);

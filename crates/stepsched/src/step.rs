@@ -360,6 +360,8 @@ impl<P: SchedProcess> Core<P> {
         // Whatever `complete` answers, the body is still ours: Completed
         // (we won) or Terminated (a forcer saw Running and left `close` and
         // the result to us).
+        // Sends are refused from before the transition on (see `inbox`).
+        slot.queue.seal();
         let finish = slot.state.complete();
         if finish == Finish::Completed {
             let (line, owned) = self.counter_line(Some(worker));

@@ -160,3 +160,84 @@ fn a_sender_reaches_the_step_through_an_address() {
     assert_eq!(join(h), Ok(0));
     assert_eq!(*from.lock().unwrap(), Some(Some(pid(3))));
 }
+
+/// Finishes at its first step; its `close` tells the test it runs and
+/// waits for it, holding the process between its transition to Complete
+/// and the close of its queue.
+struct SlowClose {
+    closing: std::sync::mpsc::Sender<()>,
+    go: std::sync::mpsc::Receiver<()>,
+}
+
+impl stepsched::Process for SlowClose {
+    type Input = ();
+    type Message = i64;
+    type Response = i64;
+    type Command = String;
+    type Output = i64;
+
+    fn init(
+        &mut self,
+        _: &stepsched::Context<'_, Self>,
+        _: &str,
+        (): (),
+    ) -> Result<(), stepsched::Error> {
+        Ok(())
+    }
+
+    fn step(
+        &mut self,
+        _: &mut stepsched::Context<'_, Self>,
+        _: stepsched::Events<'_, i64>,
+        out: &mut stepsched::StepOutput<String, i64>,
+    ) -> Result<(), stepsched::Error> {
+        out.set_status(Status::Done(1));
+        Ok(())
+    }
+
+    fn close(&mut self) {
+        self.closing.send(()).unwrap();
+        self.go.recv().unwrap();
+    }
+}
+
+/// Between a process's transition to Complete and the close of its queue
+/// (its `close` still running), an address that reads closed refuses a
+/// send, by address and by PID: whoever completes a process seals its
+/// queue before the transition.
+#[test]
+fn an_address_that_reads_closed_refuses_while_the_process_is_closing() {
+    let s = stepsched::Scheduler::<SlowClose>::builder()
+        .workers(1)
+        .build()
+        .unwrap();
+    let (closing_tx, closing) = channel();
+    let (go, go_rx) = channel();
+    let pid = s.allocate_pid();
+    let h = s
+        .submit(
+            pid,
+            SlowClose {
+                closing: closing_tx,
+                go: go_rx,
+            },
+            "main",
+            (),
+        )
+        .unwrap();
+    let to = h.address();
+    // Make the queue before the process ends, so the seal must flag it.
+    let _ = to.send(0);
+    closing.recv().unwrap();
+    assert!(to.is_closed(), "the process is Complete while it closes");
+    assert!(
+        matches!(to.send(7), Err(SendError::Closed(p)) if p.payload == 7),
+        "a send after is_closed() was accepted"
+    );
+    assert!(
+        s.send(pid, 8).is_err(),
+        "a send by PID after is_closed() was accepted"
+    );
+    go.send(()).unwrap();
+    assert_eq!(h.join(), Ok(1));
+}
