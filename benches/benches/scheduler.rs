@@ -269,7 +269,9 @@ impl Peer {
                 if to.is_none() {
                     *to = handle.address(*pid);
                 }
-                let to = to.as_ref().ok_or_else(|| Error::failed("the peer is gone"))?;
+                let to = to
+                    .as_ref()
+                    .ok_or_else(|| Error::failed("the peer is gone"))?;
                 Ok(to.send_from(ctx.pid(), n)?)
             }
         }
