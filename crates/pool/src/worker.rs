@@ -85,8 +85,15 @@ pub(crate) enum Backoff {
     Park,
 }
 
-/// The seed's adaptive spinning: fewer than 4 failed searches spin, 4 to 15
-/// yield, 16 or more park.
+/// Adaptive spinning: fewer than 4 failed searches spin, 4 to 15 yield, 16
+/// or more park.
+///
+/// Not `crossbeam_utils::Backoff`: that one grows its spins exponentially
+/// inside one call and only reports when it is done, while the worker must
+/// re-search between steps and needs the exact failure count at which it
+/// parks (the sleep protocol announces the park then re-checks every
+/// queue). A pure function of the count also lets the loom build shorten
+/// the ladder (one yield, then park) without changing the protocol.
 #[inline]
 pub(crate) fn backoff(failed: u32) -> Backoff {
     if failed < SPIN_LIMIT {
