@@ -5,7 +5,7 @@ use crate::sleep::{Parked, Sleep};
 use crate::worker::{Backoff, backoff};
 
 #[test]
-fn backoff_follows_the_seed() {
+fn backoff_spins_then_yields_then_parks() {
     for failed in 1..4 {
         assert_eq!(backoff(failed), Backoff::Spin, "failed = {failed}");
     }

@@ -17,7 +17,7 @@
 //!
 //! A worker counts as *searching* (see [`crate::sleep`]) from the moment it
 //! reaches step 4 until it finds work or parks. Failed searches back off
-//! as the seed prescribes ([`backoff`]): spin, then yield the thread, then
+//! adaptively ([`backoff`]): spin, then yield the thread, then
 //! park on the condition variable.
 //!
 //! # Work conservation

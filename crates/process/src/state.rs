@@ -4,8 +4,8 @@
 //! The design follows tokio's task state (`tokio/src/runtime/task/state.rs`):
 //! one packed word with named bits, a `Copy` snapshot ([`State`]), and one
 //! method per transition that returns a `#[must_use]` enum telling the
-//! caller what to do next. The lifecycle is the seed's (Ready → Running →
-//! Blocked / Idle / Complete, Blocked / Idle → Ready); the wakeup flag closes
+//! caller what to do next. The lifecycle: Ready → Running →
+//! Blocked / Idle / Complete, Blocked / Idle → Ready; the wakeup flag closes
 //! the race between a completion and the worker that still runs the process.
 //!
 //! # The word
@@ -614,7 +614,7 @@ impl StateCell {
         self.park(BLOCKED, Ordering::AcqRel)
     }
 
-    /// The seed's name for [`park_blocked`](Self::park_blocked), called once
+    /// Another name for [`park_blocked`](Self::park_blocked), called once
     /// the step's yields are handed to their handlers: atomically, the
     /// wakeup flag set → Ready ([`Park::Requeue`]), else → Blocked.
     ///
