@@ -53,7 +53,6 @@
 //! inside `catch_unwind` (`Slot::close_body`): a panic there is logged and
 //! the result is still published, the route removed, the place released.
 //!
-use std::any::Any;
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::OnceLock;
@@ -840,17 +839,7 @@ pub(crate) fn init_caught<P: Process>(
 ) -> Result<(), Error> {
     match catch_unwind(AssertUnwindSafe(|| process.init(ctx, method, input))) {
         Ok(init) => init,
-        Err(panic) => Err(Error::Panicked(panic_message(&*panic))),
+        Err(panic) => Err(Error::from_panic(&*panic)),
     }
 }
 
-/// The message of a caught panic, when its payload is a string.
-pub(crate) fn panic_message(panic: &(dyn Any + Send)) -> String {
-    if let Some(s) = panic.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "a process panicked".to_string()
-    }
-}

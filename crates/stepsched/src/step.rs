@@ -37,7 +37,7 @@ use crate::handle::Handle;
 use crate::handler::{Command, Completer, Handler};
 use crate::primitive::sync::Arc;
 use crate::primitive::sync::atomic::Ordering;
-use crate::slot::{Core, Counters, Ev, Slot, Task, Waiting, bump, init_caught, panic_message};
+use crate::slot::{Core, Counters, Ev, Slot, Task, Waiting, bump, init_caught};
 
 /// How many times in a row a process woken while running is requeued on
 /// its worker's local deque before it goes to the global queue.
@@ -224,7 +224,7 @@ impl<P: SchedProcess> Core<P> {
                 Ok(Ok(())) => body.out.take_status(),
                 Ok(Err(e)) => return self.end(&slot, Err(e), worker),
                 Err(panic) => {
-                    return self.end(&slot, Err(Error::Panicked(panic_message(&*panic))), worker);
+                    return self.end(&slot, Err(Error::from_panic(&*panic)), worker);
                 }
             };
             if traced {
@@ -340,7 +340,7 @@ impl<P: SchedProcess> Core<P> {
                 };
                 match catch_unwind(AssertUnwindSafe(factory)) {
                     Ok(made) => made?,
-                    Err(panic) => return Err(Error::Panicked(panic_message(&*panic))),
+                    Err(panic) => return Err(Error::from_panic(&*panic)),
                 }
             }
         };
