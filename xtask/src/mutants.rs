@@ -31,7 +31,7 @@ use std::io::Write;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use crate::{bench_report, cargo, root};
 
@@ -1162,9 +1162,7 @@ fn render_doc(
     opts: &Options,
     total: f64,
 ) -> String {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    let now = jiff::Timestamp::now();
     let mut command = String::from("cargo xtask mutants");
     if opts.ci {
         command.push_str(" --ci");
