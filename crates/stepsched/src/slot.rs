@@ -842,4 +842,3 @@ pub(crate) fn init_caught<P: Process>(
         Err(panic) => Err(Error::from_panic(&*panic)),
     }
 }
-
