@@ -1,0 +1,716 @@
+//! Lua scripts as [`stepsched`] processes.
+//!
+//! A [`Script`] is compiled once and shared (`Arc<Script>`); each
+//! [`LuaProcess`] gets a fresh Lua 5.4 state, loads the script's bytecode
+//! and runs the global function named by its method in a coroutine. Inside
+//! the script:
+//!
+//! | Lua | what it does |
+//! |---|---|
+//! | `local r = yield_cmd("name", args)` | yields the command `name` to the Rust handler registered under that name; the completion resumes the coroutine with its value, or raises a Lua error with the handler's message |
+//! | `local msg, from = receive()` | waits (status `Idle`) for a message; `from` is the sender's PID or `nil` |
+//! | `send(pid, value)` | sends `value` to any process on the scheduler, Lua or Rust |
+//! | `self()` | this process's PID |
+//! | `return value` | ends the process with that value |
+//!
+//! A PID appears in Lua as its string form, `"<node.number>"` (what
+//! [`Pid`]'s `Display` writes and its `FromStr` reads). Values cross as
+//! [`Value`]; functions, userdata, threads and tables nested deeper than
+//! [`MAX_DEPTH`] are refused with an error, never a panic.
+//!
+//! `send`, `receive`, `yield_cmd` are coroutine yields, so a loop through any
+//! of them is stopped by `terminate` or shutdown. A loop that never calls
+//! them is pure Lua and cannot be preempted by the scheduler.
+//!
+//! The process's logic is generic over the scheduler's process type
+//! ([`LuaProcess::init_in`], [`LuaProcess::step_in`]), so Lua and Rust
+//! processes share one scheduler as an enum whose Lua variant delegates
+//! to them; [`LuaProcess`] also implements [`Process`] itself for a
+//! scheduler that runs only Lua.
+#![deny(missing_docs)]
+
+/// The README's example, compiled as a doctest.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
+
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use mlua::chunk::ChunkMode;
+use mlua::thread::ThreadStatus;
+use mlua::{Lua, MultiValue};
+use stepsched::{
+    Builder, Command, Completer, Context, Error, Event, Events, Pid, Process, Status, StepOutput,
+};
+
+/// How deeply tables may nest when they cross between Lua and Rust.
+pub const MAX_DEPTH: usize = 32;
+
+/// A value that crosses between Lua and Rust.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// `nil`.
+    Nil,
+    /// A boolean.
+    Bool(bool),
+    /// An integer.
+    Int(i64),
+    /// A float.
+    Num(f64),
+    /// A string (Lua strings that are not UTF-8 are converted lossily).
+    Str(String),
+    /// A table, as its key-value pairs.
+    Table(Vec<(Value, Value)>),
+}
+
+impl From<bool> for Value {
+    fn from(v: bool) -> Self {
+        Value::Bool(v)
+    }
+}
+impl From<i64> for Value {
+    fn from(v: i64) -> Self {
+        Value::Int(v)
+    }
+}
+impl From<f64> for Value {
+    fn from(v: f64) -> Self {
+        Value::Num(v)
+    }
+}
+impl From<&str> for Value {
+    fn from(v: &str) -> Self {
+        Value::Str(v.to_string())
+    }
+}
+impl From<String> for Value {
+    fn from(v: String) -> Self {
+        Value::Str(v)
+    }
+}
+impl From<Pid> for Value {
+    fn from(v: Pid) -> Self {
+        Value::Str(v.to_string())
+    }
+}
+impl TryFrom<Value> for i64 {
+    type Error = ValueError;
+    fn try_from(v: Value) -> Result<Self, ValueError> {
+        match v {
+            Value::Int(i) => Ok(i),
+            other => Err(ValueError(format!("expected an integer, got {other:?}"))),
+        }
+    }
+}
+impl TryFrom<Value> for String {
+    type Error = ValueError;
+    fn try_from(v: Value) -> Result<Self, ValueError> {
+        match v {
+            Value::Str(s) => Ok(s),
+            other => Err(ValueError(format!("expected a string, got {other:?}"))),
+        }
+    }
+}
+impl TryFrom<Value> for Pid {
+    type Error = ValueError;
+    fn try_from(v: Value) -> Result<Self, ValueError> {
+        match v {
+            Value::Str(s) => s
+                .parse()
+                .map_err(|e| ValueError(format!("not a PID: {s:?} ({e})"))),
+            other => Err(ValueError(format!("expected a PID string, got {other:?}"))),
+        }
+    }
+}
+
+/// A value that cannot cross between Lua and Rust, with the reason.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValueError(pub String);
+
+impl fmt::Display for ValueError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for ValueError {}
+
+impl Value {
+    /// Converts a Lua value; see the crate docs for what is refused.
+    pub fn from_lua(v: &mlua::Value) -> Result<Self, ValueError> {
+        Self::from_lua_at(v, 0)
+    }
+
+    fn from_lua_at(v: &mlua::Value, depth: usize) -> Result<Self, ValueError> {
+        Ok(match v {
+            mlua::Value::Nil => Value::Nil,
+            mlua::Value::Boolean(b) => Value::Bool(*b),
+            mlua::Value::Integer(i) => Value::Int(*i),
+            mlua::Value::Number(n) => Value::Num(*n),
+            mlua::Value::String(s) => Value::Str(s.to_string_lossy()),
+            mlua::Value::Table(t) => {
+                if depth >= MAX_DEPTH {
+                    return Err(ValueError(format!(
+                        "table nested deeper than {MAX_DEPTH} (or cyclic)"
+                    )));
+                }
+                let mut pairs = Vec::new();
+                for pair in t.pairs::<mlua::Value, mlua::Value>() {
+                    let (k, v) = pair.map_err(|e| ValueError(e.to_string()))?;
+                    pairs.push((
+                        Self::from_lua_at(&k, depth + 1)?,
+                        Self::from_lua_at(&v, depth + 1)?,
+                    ));
+                }
+                Value::Table(pairs)
+            }
+            other => {
+                return Err(ValueError(format!(
+                    "a Lua {} cannot cross to Rust",
+                    other.type_name()
+                )));
+            }
+        })
+    }
+
+    /// Converts into a value of `lua`.
+    pub fn to_lua(&self, lua: &Lua) -> Result<mlua::Value, ValueError> {
+        let e = |e: mlua::Error| ValueError(e.to_string());
+        Ok(match self {
+            Value::Nil => mlua::Value::Nil,
+            Value::Bool(b) => mlua::Value::Boolean(*b),
+            Value::Int(i) => mlua::Value::Integer(*i),
+            Value::Num(n) => mlua::Value::Number(*n),
+            Value::Str(s) => mlua::Value::String(lua.create_string(s).map_err(e)?),
+            Value::Table(pairs) => {
+                let t = lua.create_table().map_err(e)?;
+                for (k, v) in pairs {
+                    if *k == Value::Nil {
+                        return Err(ValueError("a table key cannot be nil".into()));
+                    }
+                    t.raw_set(k.to_lua(lua)?, v.to_lua(lua)?).map_err(e)?;
+                }
+                mlua::Value::Table(t)
+            }
+        })
+    }
+}
+
+/// A command a Lua process yields: the handler's name and its argument.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LuaCommand {
+    /// The handler to dispatch to.
+    pub name: String,
+    /// The argument (`nil` when the script passed none).
+    pub args: Value,
+}
+
+impl Command for LuaCommand {
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// A compiled script, shared by every process that runs it.
+#[derive(Debug)]
+pub struct Script {
+    name: String,
+    bytecode: Vec<u8>,
+}
+
+impl Script {
+    /// Compiles `source`; `name` appears in error messages
+    /// (`name:line: message`). A syntax error is returned as
+    /// [`Error::Failed`] naming the script and line.
+    pub fn new(name: impl Into<String>, source: &str) -> Result<Arc<Self>, Error> {
+        let name = name.into();
+        let lua = Lua::new();
+        let f = lua
+            .load(source)
+            .set_name(format!("@{name}"))
+            .into_function()
+            .map_err(|e| Error::failed(lua_message(&e)))?;
+        Ok(Arc::new(Script {
+            name,
+            bytecode: f.dump(false),
+        }))
+    }
+
+    /// The script's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+const PRELUDE: &str = r#"
+local yield = coroutine.yield
+function yield_cmd(name, args)
+  local ok, r = yield("cmd", name, args)
+  if not ok then error(r, 2) end
+  return r
+end
+function receive() return yield("recv") end
+function send(pid, value)
+  local ok, r = yield("send", pid, value)
+  if not ok then error(r, 2) end
+end
+"#;
+
+/// What a Lua process is waiting for.
+#[derive(Debug)]
+enum Wait {
+    /// Its first resume, with its input.
+    Start(Value),
+    /// The completion of the yield with this tag.
+    Cmd(u64),
+    /// A message.
+    Recv,
+}
+
+/// A Lua script running as a process. See the crate docs.
+pub struct LuaProcess {
+    script: Arc<Script>,
+    state: Option<Running>,
+}
+
+struct Running {
+    lua: Lua,
+    thread: mlua::Thread,
+    wait: Wait,
+    mailbox: VecDeque<(Value, Option<Pid>)>,
+    next_tag: u64,
+}
+
+impl fmt::Debug for LuaProcess {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LuaProcess")
+            .field("script", &self.script.name)
+            .field("started", &self.state.is_some())
+            .finish()
+    }
+}
+
+fn lua_message(e: &mlua::Error) -> String {
+    match e {
+        mlua::Error::CallbackError { cause, .. } => lua_message(cause),
+        mlua::Error::RuntimeError(m) | mlua::Error::SyntaxError { message: m, .. } => m.clone(),
+        other => other.to_string(),
+    }
+}
+
+impl LuaProcess {
+    /// A process that will run `script`; `init` starts it.
+    pub fn new(script: Arc<Script>) -> Self {
+        LuaProcess {
+            script,
+            state: None,
+        }
+    }
+
+    /// `init` for any process type whose Lua variant this is: loads the
+    /// script into a fresh Lua state and prepares a coroutine at the
+    /// global function `method` ([`Error::UnknownMethod`] if there is none).
+    pub fn init_in<P>(
+        &mut self,
+        ctx: &Context<'_, P>,
+        method: &str,
+        input: Value,
+    ) -> Result<(), Error>
+    where
+        P: Process,
+    {
+        let fail = |e: mlua::Error| Error::failed(lua_message(&e));
+        let lua = Lua::new();
+        lua.load(PRELUDE)
+            .set_name("=prelude")
+            .exec()
+            .map_err(fail)?;
+        let pid = ctx.pid().to_string();
+        lua.load(format!("local p = {pid:?}; function self() return p end"))
+            .set_name("=prelude")
+            .exec()
+            .map_err(fail)?;
+        lua.load(&self.script.bytecode[..])
+            .set_mode(ChunkMode::Binary)
+            .set_name(format!("@{}", self.script.name))
+            .exec()
+            .map_err(fail)?;
+        let f = match lua.globals().get::<mlua::Value>(method).map_err(fail)? {
+            mlua::Value::Function(f) => f,
+            _ => return Err(Error::UnknownMethod(method.to_string())),
+        };
+        let thread = lua.create_thread(f).map_err(fail)?;
+        self.state = Some(Running {
+            lua,
+            thread,
+            wait: Wait::Start(input),
+            mailbox: VecDeque::new(),
+            next_tag: 0,
+        });
+        Ok(())
+    }
+
+    /// `step` for any process type whose messages and responses are
+    /// [`Value`], commands [`LuaCommand`] and output [`Value`].
+    pub fn step_in<P>(
+        &mut self,
+        ctx: &mut Context<'_, P>,
+        events: Events<'_, Value, Value>,
+        out: &mut StepOutput<LuaCommand, Value>,
+    ) -> Result<(), Error>
+    where
+        P: Process<Message = Value, Response = Value, Command = LuaCommand, Output = Value>,
+    {
+        let Some(run) = self.state.as_mut() else {
+            return Err(Error::failed("stepped before init"));
+        };
+        let mut completion = None;
+        for event in events {
+            match event {
+                Event::Completion { tag, result } => {
+                    if matches!(run.wait, Wait::Cmd(t) if t == tag) {
+                        completion = Some(result);
+                    }
+                }
+                Event::Message { from, data } => run.mailbox.push_back((data, from)),
+                Event::Cancel => return Err(Error::Cancelled),
+            }
+        }
+        let lua = &run.lua;
+        let conv = |e: ValueError| Error::failed(format!("{}: {e}", self.script.name));
+        let mut args: MultiValue = match std::mem::replace(&mut run.wait, Wait::Recv) {
+            Wait::Start(input) => MultiValue::from_iter([input.to_lua(lua).map_err(conv)?]),
+            Wait::Cmd(tag) => match completion {
+                None => {
+                    run.wait = Wait::Cmd(tag);
+                    out.set_status(Status::Yield);
+                    return Ok(());
+                }
+                Some(Ok(v)) => MultiValue::from_iter([
+                    mlua::Value::Boolean(true),
+                    v.to_lua(lua).map_err(conv)?,
+                ]),
+                Some(Err(e)) => MultiValue::from_iter([
+                    mlua::Value::Boolean(false),
+                    mlua::Value::String(
+                        lua.create_string(e.to_string())
+                            .map_err(|e| Error::failed(e.to_string()))?,
+                    ),
+                ]),
+            },
+            Wait::Recv => match run.mailbox.pop_front() {
+                None => {
+                    out.set_status(Status::Idle);
+                    return Ok(());
+                }
+                Some((msg, from)) => MultiValue::from_iter([
+                    msg.to_lua(lua).map_err(conv)?,
+                    from.map_or(Value::Nil, Value::from)
+                        .to_lua(lua)
+                        .map_err(conv)?,
+                ]),
+            },
+        };
+        loop {
+            let yielded = run
+                .thread
+                .resume::<MultiValue>(args)
+                .map_err(|e| Error::failed(lua_message(&e)))?;
+            if run.thread.status() != ThreadStatus::Resumable {
+                let v = yielded.into_iter().next().unwrap_or(mlua::Value::Nil);
+                out.set_status(Status::Done(Value::from_lua(&v).map_err(conv)?));
+                return Ok(());
+            }
+            let mut y = yielded.into_iter();
+            let kind = y.next().unwrap_or(mlua::Value::Nil);
+            let kind = kind.to_string().unwrap_or_default();
+            match kind.as_str() {
+                "cmd" => {
+                    let name = match y.next() {
+                        Some(mlua::Value::String(s)) => s.to_string_lossy(),
+                        _ => {
+                            args = err_args(lua, "yield_cmd: the command name must be a string")?;
+                            continue;
+                        }
+                    };
+                    let a = y.next().unwrap_or(mlua::Value::Nil);
+                    match Value::from_lua(&a) {
+                        Ok(a) => {
+                            run.next_tag += 1;
+                            run.wait = Wait::Cmd(run.next_tag);
+                            out.push_yield(run.next_tag, LuaCommand { name, args: a });
+                            out.set_status(Status::Yield);
+                            return Ok(());
+                        }
+                        Err(e) => args = err_args(lua, &format!("yield_cmd: {e}"))?,
+                    }
+                }
+                "recv" => match run.mailbox.pop_front() {
+                    None => {
+                        run.wait = Wait::Recv;
+                        out.set_status(Status::Idle);
+                        return Ok(());
+                    }
+                    Some((msg, from)) => {
+                        args = MultiValue::from_iter([
+                            msg.to_lua(lua).map_err(conv)?,
+                            from.map_or(Value::Nil, Value::from)
+                                .to_lua(lua)
+                                .map_err(conv)?,
+                        ]);
+                    }
+                },
+                "send" => {
+                    let to = y.next().unwrap_or(mlua::Value::Nil);
+                    let v = y.next().unwrap_or(mlua::Value::Nil);
+                    let sent = Value::from_lua(&to)
+                        .and_then(Pid::try_from)
+                        .and_then(|to| Value::from_lua(&v).map(|v| (to, v)))
+                        .and_then(|(to, v)| {
+                            ctx.send(to, v)
+                                .map_err(|e| ValueError(format!("send to {to}: {e}")))
+                        });
+                    args = match sent {
+                        Ok(()) => MultiValue::from_iter([mlua::Value::Boolean(true)]),
+                        Err(e) => err_args(lua, &format!("send: {e}"))?,
+                    };
+                }
+                other => {
+                    return Err(Error::failed(format!(
+                        "{}: coroutine.yield({other:?}) outside yield_cmd/receive/send",
+                        self.script.name
+                    )));
+                }
+            }
+        }
+    }
+}
+
+fn err_args(lua: &Lua, msg: &str) -> Result<MultiValue, Error> {
+    let s = lua
+        .create_string(msg)
+        .map_err(|e| Error::failed(e.to_string()))?;
+    Ok(MultiValue::from_iter([
+        mlua::Value::Boolean(false),
+        mlua::Value::String(s),
+    ]))
+}
+
+impl Process for LuaProcess {
+    type Input = Value;
+    type Message = Value;
+    type Response = Value;
+    type Command = LuaCommand;
+    type Output = Value;
+
+    fn init(&mut self, ctx: &Context<'_, Self>, method: &str, input: Value) -> Result<(), Error> {
+        self.init_in(ctx, method, input)
+    }
+
+    fn step(
+        &mut self,
+        ctx: &mut Context<'_, Self>,
+        events: Events<'_, Value, Value>,
+        out: &mut StepOutput<LuaCommand, Value>,
+    ) -> Result<(), Error> {
+        self.step_in(ctx, events, out)
+    }
+}
+
+static TIMER_THREADS: AtomicUsize = AtomicUsize::new(0);
+
+/// How many timer threads [`host_handlers`] has started in this program
+/// (one per scheduler it was called for).
+pub fn timer_threads_started() -> usize {
+    TIMER_THREADS.load(Ordering::Relaxed)
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+struct Entry {
+    at: Instant,
+    seq: u64,
+    job: Job,
+}
+impl PartialEq for Entry {
+    fn eq(&self, o: &Self) -> bool {
+        (self.at, self.seq) == (o.at, o.seq)
+    }
+}
+impl Eq for Entry {}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Entry {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        // A max-heap: the earliest deadline is the greatest.
+        (o.at, o.seq).cmp(&(self.at, self.seq))
+    }
+}
+
+#[derive(Default)]
+struct TimerState {
+    heap: BinaryHeap<Entry>,
+    seq: u64,
+    stopped: bool,
+}
+
+/// One thread that runs jobs at their deadlines (a binary heap and a
+/// condvar). Dropping the last `Timer` stops the thread and drops every
+/// pending job without running it.
+struct Timer {
+    shared: Arc<(Mutex<TimerState>, Condvar)>,
+}
+
+impl Timer {
+    fn start() -> std::io::Result<Self> {
+        let shared = Arc::new((Mutex::new(TimerState::default()), Condvar::new()));
+        let inner = Arc::clone(&shared);
+        thread::Builder::new()
+            .name("stepsched-lua-timer".into())
+            .spawn(move || timer_loop(&inner))?;
+        TIMER_THREADS.fetch_add(1, Ordering::Relaxed);
+        Ok(Timer { shared })
+    }
+
+    fn after(&self, delay: Duration, job: Job) {
+        let (lock, cv) = &*self.shared;
+        let mut s = lock.lock().unwrap_or_else(|p| p.into_inner());
+        s.seq += 1;
+        let seq = s.seq;
+        s.heap.push(Entry {
+            at: Instant::now() + delay,
+            seq,
+            job,
+        });
+        cv.notify_one();
+    }
+}
+
+impl Drop for Timer {
+    fn drop(&mut self) {
+        let (lock, cv) = &*self.shared;
+        let pending = {
+            let mut s = lock.lock().unwrap_or_else(|p| p.into_inner());
+            s.stopped = true;
+            std::mem::take(&mut s.heap)
+        };
+        cv.notify_one();
+        // Dropped outside the lock: a dropped completer completes its
+        // yield with an error.
+        drop(pending);
+    }
+}
+
+fn timer_loop(shared: &(Mutex<TimerState>, Condvar)) {
+    let (lock, cv) = shared;
+    let mut s = lock.lock().unwrap_or_else(|p| p.into_inner());
+    loop {
+        if s.stopped {
+            return;
+        }
+        let now = Instant::now();
+        match s.heap.peek().map(|e| e.at) {
+            Some(at) if at <= now => {
+                let Some(e) = s.heap.pop() else { continue };
+                drop(s);
+                (e.job)();
+                s = lock.lock().unwrap_or_else(|p| p.into_inner());
+            }
+            Some(at) => {
+                s = cv
+                    .wait_timeout(s, at - now)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            }
+            None => s = cv.wait(s).unwrap_or_else(|p| p.into_inner()),
+        }
+    }
+}
+
+/// The shared key-value store behind `kv_get` and `kv_put`.
+pub type KvStore = Arc<Mutex<HashMap<String, Value>>>;
+
+/// Registers the handlers every Lua host needs on `builder`, and returns it
+/// with the key-value store they share:
+///
+/// - `sleep` (argument: milliseconds) completes with `nil` after that
+///   long, from one timer thread shared by every process of the scheduler.
+///   The thread stops when the scheduler (which owns the handler) is
+///   dropped; a sleep still pending then is dropped, so its yield completes
+///   with an error.
+/// - `kv_put` (argument `{key, value}`) stores a value and completes with
+///   the previous one (or `nil`); `kv_get` (argument: key) completes with
+///   the stored value or `nil`.
+pub fn host_handlers<P>(builder: Builder<P>) -> std::io::Result<(Builder<P>, KvStore)>
+where
+    P: Process<Command = LuaCommand, Response = Value> + Send + 'static,
+    P::Message: Send + 'static,
+    P::Output: Send + 'static,
+{
+    let timer = Timer::start()?;
+    let kv: KvStore = Arc::default();
+    let (get, put) = (Arc::clone(&kv), Arc::clone(&kv));
+    let builder = builder
+        .handler("sleep", move |cmd: LuaCommand, done: Completer<P>| {
+            let ms = match cmd.args {
+                Value::Int(ms) if ms >= 0 => ms as u64,
+                Value::Num(ms) if ms >= 0.0 => ms as u64,
+                other => {
+                    done.complete(Err(Error::failed(format!(
+                        "sleep: expected milliseconds, got {other:?}"
+                    ))));
+                    return;
+                }
+            };
+            timer.after(
+                Duration::from_millis(ms),
+                Box::new(move || {
+                    done.complete(Ok(Value::Nil));
+                }),
+            );
+        })
+        .handler("kv_get", move |cmd: LuaCommand, done: Completer<P>| {
+            let r = match cmd.args {
+                Value::Str(k) => Ok(lock(&get).get(&k).cloned().unwrap_or(Value::Nil)),
+                other => Err(Error::failed(format!(
+                    "kv_get: expected a key, got {other:?}"
+                ))),
+            };
+            done.complete(r);
+        })
+        .handler("kv_put", move |cmd: LuaCommand, done: Completer<P>| {
+            let r = match kv_pair(cmd.args) {
+                Some((k, v)) => Ok(lock(&put).insert(k, v).unwrap_or(Value::Nil)),
+                None => Err(Error::failed("kv_put: expected {key, value}")),
+            };
+            done.complete(r);
+        });
+    Ok((builder, kv))
+}
+
+fn lock(kv: &KvStore) -> std::sync::MutexGuard<'_, HashMap<String, Value>> {
+    kv.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn kv_pair(args: Value) -> Option<(String, Value)> {
+    let Value::Table(pairs) = args else {
+        return None;
+    };
+    let mut key = None;
+    let mut value = Value::Nil;
+    for (k, v) in pairs {
+        match k {
+            Value::Int(1) => key = String::try_from(v).ok(),
+            Value::Int(2) => value = v,
+            _ => {}
+        }
+    }
+    Some((key?, value))
+}
