@@ -19,8 +19,13 @@
 //! [`MAX_DEPTH`] are refused with an error, never a panic.
 //!
 //! `send`, `receive`, `yield_cmd` are coroutine yields, so a loop through any
-//! of them is stopped by `terminate` or shutdown. A loop that never calls
-//! them is pure Lua and cannot be preempted by the scheduler.
+//! of them is stopped by `terminate` or shutdown between steps. A loop that
+//! never calls them keeps its worker (the scheduler cannot preempt a step),
+//! but an instruction-count hook looks at the process's cancel token every
+//! [`HOOK_INSTRUCTIONS`] Lua instructions and raises a Lua error once it is
+//! cancelled, so `terminate` stops it too. What nothing stops: a single
+//! long call into C or Rust (a huge `string.rep`, a blocking handler run
+//! inline), and a script that catches the error with `pcall` and loops on.
 //!
 //! The process's logic is generic over the scheduler's process type
 //! ([`LuaProcess::init_in`], [`LuaProcess::step_in`]), so Lua and Rust
@@ -43,10 +48,13 @@ use std::time::{Duration, Instant};
 
 use mlua::chunk::ChunkMode;
 use mlua::thread::ThreadStatus;
-use mlua::{Lua, MultiValue};
+use mlua::{HookTriggers, Lua, MultiValue, VmState};
 use stepsched::{
     Builder, Command, Completer, Context, Error, Event, Events, Pid, Process, Status, StepOutput,
 };
+
+/// How many Lua instructions run between two looks at the cancel token.
+pub const HOOK_INSTRUCTIONS: u32 = 10_000;
 
 /// How deeply tables may nest when they cross between Lua and Rust.
 pub const MAX_DEPTH: usize = 32;
@@ -344,6 +352,21 @@ impl LuaProcess {
             _ => return Err(Error::UnknownMethod(method.to_string())),
         };
         let thread = lua.create_thread(f).map_err(fail)?;
+        // Every HOOK_INSTRUCTIONS instructions the state looks at the
+        // process's cancel token, so terminate and shutdown also stop a
+        // loop that never yields.
+        let token = ctx.cancel_token().clone();
+        lua.set_global_hook(
+            HookTriggers::new().every_nth_instruction(HOOK_INSTRUCTIONS),
+            move |_, _| {
+                if token.is_cancelled() {
+                    Err(mlua::Error::RuntimeError("cancelled".into()))
+                } else {
+                    Ok(VmState::Continue)
+                }
+            },
+        )
+        .map_err(fail)?;
         self.state = Some(Running {
             lua,
             thread,

@@ -126,6 +126,27 @@ fn terminate_stops_a_loop_through_yields() {
 }
 
 #[test]
+fn terminate_stops_a_pure_cpu_loop() {
+    let s = lua_only(1);
+    let src = script(
+        "spin.lua",
+        "function main() local i = 0 while true do i = i + 1 end end",
+    );
+    let pid = s.allocate_pid();
+    let h = s
+        .submit(pid, LuaProcess::new(src), "main", Value::Nil)
+        .unwrap();
+    s.terminate(pid).unwrap();
+    assert_eq!(h.join(), Err(Error::Terminated));
+    // The worker is free again: another process runs to its end.
+    let done = script("done.lua", "function main() return 7 end");
+    let h = s
+        .submit(s.allocate_pid(), LuaProcess::new(done), "main", Value::Nil)
+        .unwrap();
+    assert_eq!(h.join(), Ok(Value::Int(7)));
+}
+
+#[test]
 fn shutdown_cancels_processes_waiting_in_receive() {
     let s = lua_only(2);
     let src = script(
