@@ -6,6 +6,7 @@
 //! on the first breach, so the process exits non-zero.
 
 mod deque;
+mod lua;
 mod mpsc;
 mod pool;
 mod scheduler;
@@ -45,6 +46,7 @@ const SCENARIOS: &[Scenario] = &[
     ("mpsc", mpsc::run),
     ("pool", pool::run),
     ("scheduler", scheduler::run),
+    ("lua", lua::run),
 ];
 
 fn usage() -> String {

@@ -23,7 +23,7 @@ const LOOM_CRATES: &[&str] = &[
 const TASKS: &[(&str, &str)] = &[
     (
         "stress [scenario..] [flags]",
-        "stress scenarios in release mode (deque, mpsc, pool, scheduler; default all); flags: --workers N --processes N --seconds S --seed N --quick; `soak` repeats until --seconds",
+        "stress scenarios in release mode (deque, mpsc, pool, scheduler, lua; default all); flags: --workers N --processes N --seconds S --seed N --quick; `soak` repeats until --seconds",
     ),
     (
         "loom [--preemptions N] [crate..]",
