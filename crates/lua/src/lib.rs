@@ -351,10 +351,10 @@ impl LuaProcess {
             mlua::Value::Function(f) => f,
             _ => return Err(Error::UnknownMethod(method.to_string())),
         };
-        let thread = lua.create_thread(f).map_err(fail)?;
         // Every HOOK_INSTRUCTIONS instructions the state looks at the
         // process's cancel token, so terminate and shutdown also stop a
-        // loop that never yields.
+        // loop that never yields. The hook is set before the coroutine is
+        // made: a thread takes its hook from the state when it is created.
         let token = ctx.cancel_token().clone();
         lua.set_global_hook(
             HookTriggers::new().every_nth_instruction(HOOK_INSTRUCTIONS),
@@ -367,6 +367,7 @@ impl LuaProcess {
             },
         )
         .map_err(fail)?;
+        let thread = lua.create_thread(f).map_err(fail)?;
         self.state = Some(Running {
             lua,
             thread,

@@ -9,6 +9,16 @@ use stepsched::{
 };
 use stepsched_lua::{LuaCommand, LuaProcess, Script, Value, host_handlers};
 
+/// A guard, not a timing assumption: a process that has not ended by then
+/// is a hang, reported as a failure instead of a stuck test run.
+const HANG: Duration = Duration::from_secs(120);
+
+/// Joins `h`, failing the test if the process has not ended within [`HANG`].
+fn done<P: stepsched::SchedProcess>(h: stepsched::JoinHandle<P>) -> Result<P::Output, Error> {
+    h.join_timeout(HANG)
+        .unwrap_or_else(|_| panic!("the process did not end within {HANG:?}"))
+}
+
 fn script(name: &str, src: &str) -> Arc<Script> {
     Script::new(name, src).unwrap()
 }
@@ -51,8 +61,8 @@ fn ping_pong_between_two_lua_processes() {
         )
         .unwrap();
     // Ping receives the odd numbers, pong the even ones up to 100.
-    assert_eq!(ping.join(), Ok(Value::Int(101)));
-    assert_eq!(pong.join(), Ok(Value::Int(51)));
+    assert_eq!(done(ping), Ok(Value::Int(101)));
+    assert_eq!(done(pong), Ok(Value::Int(51)));
 }
 
 #[test]
@@ -75,7 +85,7 @@ fn yield_cmd_reaches_a_handler_and_a_handler_error_is_a_lua_error() {
     let h = s
         .submit(s.allocate_pid(), LuaProcess::new(src), "main", Value::Nil)
         .unwrap();
-    assert_eq!(h.join(), Ok(Value::Int(42)));
+    assert_eq!(done(h), Ok(Value::Int(42)));
 }
 
 #[test]
@@ -98,7 +108,7 @@ fn a_lua_error_names_the_script_and_line() {
     let h = s
         .submit(s.allocate_pid(), LuaProcess::new(src), "main", Value::Nil)
         .unwrap();
-    let e = h.join().unwrap_err().to_string();
+    let e = done(h).unwrap_err().to_string();
     assert!(e.contains("boom.lua:3:") && e.contains("boom"), "{e}");
 }
 
@@ -122,28 +132,40 @@ fn terminate_stops_a_loop_through_yields() {
         .submit(pid, LuaProcess::new(src), "main", Value::Nil)
         .unwrap();
     s.terminate(pid).unwrap();
-    assert_eq!(h.join(), Err(Error::Terminated));
+    assert_eq!(done(h), Err(Error::Terminated));
 }
 
 #[test]
 fn terminate_stops_a_pure_cpu_loop() {
-    let s = lua_only(1);
+    let (b, _kv) = host_handlers(Builder::new().workers(1)).unwrap();
+    let s = b
+        .handler("noop", |_: LuaCommand, done: Completer<LuaProcess>| {
+            done.complete(Ok(Value::Nil));
+        })
+        .build()
+        .unwrap();
     let src = script(
         "spin.lua",
-        "function main() local i = 0 while true do i = i + 1 end end",
+        "function main() yield_cmd('noop') local i = 0 while true do i = i + 1 end end",
     );
     let pid = s.allocate_pid();
     let h = s
         .submit(pid, LuaProcess::new(src), "main", Value::Nil)
         .unwrap();
+    // The handler completes at once, so the worker steps the process again
+    // right away: once two steps have begun, the second is in the loop,
+    // which only the instruction-count hook can leave.
+    while s.stats().steps < 2 {
+        std::thread::yield_now();
+    }
     s.terminate(pid).unwrap();
-    assert_eq!(h.join(), Err(Error::Terminated));
+    assert_eq!(done(h), Err(Error::Terminated));
     // The worker is free again: another process runs to its end.
-    let done = script("done.lua", "function main() return 7 end");
+    let seven = script("seven.lua", "function main() return 7 end");
     let h = s
-        .submit(s.allocate_pid(), LuaProcess::new(done), "main", Value::Nil)
+        .submit(s.allocate_pid(), LuaProcess::new(seven), "main", Value::Nil)
         .unwrap();
-    assert_eq!(h.join(), Ok(Value::Int(7)));
+    assert_eq!(done(h), Ok(Value::Int(7)));
 }
 
 #[test]
@@ -166,7 +188,7 @@ fn shutdown_cancels_processes_waiting_in_receive() {
         .collect();
     s.shutdown(Duration::from_secs(30));
     for h in hs {
-        let r = h.join();
+        let r = done(h);
         assert!(matches!(r, Err(ref e) if e.is_cancelled()), "{r:?}");
     }
 }
@@ -189,7 +211,7 @@ fn a_function_cannot_be_sent() {
     let h = s
         .submit(s.allocate_pid(), LuaProcess::new(src), "main", Value::Nil)
         .unwrap();
-    let Ok(Value::Str(e)) = h.join() else {
+    let Ok(Value::Str(e)) = done(h) else {
         panic!("expected a message")
     };
     assert!(e.matches("function cannot cross").count() == 2, "{e}");
@@ -202,7 +224,7 @@ fn returning_a_function_is_an_error_not_a_panic() {
     let h = s
         .submit(s.allocate_pid(), LuaProcess::new(src), "main", Value::Nil)
         .unwrap();
-    let e = h.join().unwrap_err().to_string();
+    let e = done(h).unwrap_err().to_string();
     assert!(e.contains("ret.lua") && e.contains("function"), "{e}");
 }
 
@@ -220,7 +242,7 @@ fn values_round_trip() {
     let h = s
         .submit(s.allocate_pid(), LuaProcess::new(src), "main", v.clone())
         .unwrap();
-    let Ok(Value::Table(mut got)) = h.join() else {
+    let Ok(Value::Table(mut got)) = done(h) else {
         panic!()
     };
     let Value::Table(mut want) = v else { panic!() };
@@ -240,7 +262,7 @@ fn too_deep_a_table_is_refused() {
     let h = s
         .submit(s.allocate_pid(), LuaProcess::new(src), "main", Value::Nil)
         .unwrap();
-    let e = h.join().unwrap_err().to_string();
+    let e = done(h).unwrap_err().to_string();
     assert!(e.contains("deeper than"), "{e}");
 }
 
@@ -325,9 +347,9 @@ fn a_lua_process_talks_to_a_rust_process() {
             doubler.into(),
         )
         .unwrap();
-    assert_eq!(h.join(), Ok(Value::Int(110)));
+    assert_eq!(done(h), Ok(Value::Int(110)));
     s.terminate(doubler).unwrap();
-    assert_eq!(dh.join(), Err(Error::Terminated));
+    assert_eq!(done(dh), Err(Error::Terminated));
 }
 
 #[test]
@@ -341,7 +363,7 @@ fn dropping_the_scheduler_with_a_sleep_pending_ends_the_process() {
         .submit(s.allocate_pid(), LuaProcess::new(src), "main", Value::Nil)
         .unwrap();
     s.shutdown(Duration::from_secs(30));
-    assert!(h.join().is_err());
+    assert!(done(h).is_err());
     drop(s);
 }
 

@@ -8,6 +8,18 @@ use std::sync::Arc;
 use stepsched::{Builder, Scheduler};
 use stepsched_lua::{LuaProcess, Script, Value, host_handlers, timer_threads_started};
 
+/// A guard, not a timing assumption: a process that has not ended by then
+/// is a hang, reported as a failure instead of a stuck test run.
+const HANG: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Joins `h`, failing the test if the process has not ended within [`HANG`].
+fn done<P: stepsched::SchedProcess>(
+    h: stepsched::JoinHandle<P>,
+) -> Result<P::Output, stepsched::Error> {
+    h.join_timeout(HANG)
+        .unwrap_or_else(|_| panic!("the process did not end within {HANG:?}"))
+}
+
 fn script(name: &str, src: &str) -> Arc<Script> {
     Script::new(name, src).unwrap()
 }
@@ -76,9 +88,9 @@ fn ten_thousand_sleepers_share_one_timer() {
         })
         .collect();
     for (i, h) in (1..=N).zip(hs) {
-        assert_eq!(h.join(), Ok(Value::Int(i)));
+        assert_eq!(done(h), Ok(Value::Int(i)));
     }
-    assert_eq!(ch.join(), Ok(Value::Int(N * (N + 1) / 2)));
+    assert_eq!(done(ch), Ok(Value::Int(N * (N + 1) / 2)));
     // Every sleep went through the one timer thread of this scheduler.
     assert_eq!(timer_threads_started(), 1);
 }
