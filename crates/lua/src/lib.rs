@@ -450,10 +450,18 @@ impl LuaProcess {
                 return Ok(());
             }
             let mut y = yielded.into_iter();
-            let kind = y.next().unwrap_or(mlua::Value::Nil);
-            let kind = kind.to_string().unwrap_or_default();
-            match kind.as_str() {
-                "cmd" => {
+            // The kind is compared in place, without copying it out.
+            let kind = match y.next() {
+                Some(mlua::Value::String(s)) => s,
+                other => {
+                    return Err(Error::failed(format!(
+                        "{}: coroutine.yield({other:?}) outside yield_cmd/receive/send",
+                        self.script.name
+                    )));
+                }
+            };
+            match &*kind.as_bytes() {
+                b"cmd" => {
                     let name = match y.next() {
                         Some(mlua::Value::String(s)) => s.to_string_lossy(),
                         _ => {
@@ -473,7 +481,7 @@ impl LuaProcess {
                         Err(e) => args = err_args(lua, &format!("yield_cmd: {e}"))?,
                     }
                 }
-                "recv" => match run.mailbox.pop_front() {
+                b"recv" => match run.mailbox.pop_front() {
                     None => {
                         run.wait = Wait::Recv;
                         out.set_status(Status::Idle);
@@ -488,7 +496,7 @@ impl LuaProcess {
                         ]);
                     }
                 },
-                "send" => {
+                b"send" => {
                     let to = y.next().unwrap_or(mlua::Value::Nil);
                     let v = y.next().unwrap_or(mlua::Value::Nil);
                     let sent = Value::from_lua(&to)
@@ -508,8 +516,9 @@ impl LuaProcess {
                 }
                 other => {
                     return Err(Error::failed(format!(
-                        "{}: coroutine.yield({other:?}) outside yield_cmd/receive/send",
-                        self.script.name
+                        "{}: coroutine.yield({:?}) outside yield_cmd/receive/send",
+                        self.script.name,
+                        String::from_utf8_lossy(other)
                     )));
                 }
             }

@@ -371,3 +371,22 @@ fn dropping_the_scheduler_with_a_sleep_pending_ends_the_process() {
 fn _pid_is_a_string(p: Pid) -> Value {
     p.into()
 }
+
+#[test]
+fn a_bare_coroutine_yield_is_an_error_naming_it() {
+    let s = lua_only(1);
+    for (arg, shown) in [("'bogus'", "\"bogus\""), ("1", "Integer(1)")] {
+        let src = script(
+            "bare.lua",
+            &format!("function main() coroutine.yield({arg}) return 1 end"),
+        );
+        let h = s
+            .submit(s.allocate_pid(), LuaProcess::new(src), "main", Value::Nil)
+            .unwrap();
+        let e = done(h).unwrap_err().to_string();
+        assert!(
+            e.contains("bare.lua") && e.contains(shown) && e.contains("outside yield_cmd"),
+            "{e}"
+        );
+    }
+}
