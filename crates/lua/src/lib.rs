@@ -41,7 +41,7 @@ pub struct ReadmeDoctests;
 
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::fmt;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -507,10 +507,7 @@ impl LuaProcess {
                                 .map_err(|e| ValueError(format!("send to {to}: {e}")))
                         });
                     args = match sent {
-                        Ok(()) => {
-                            MESSAGES_SENT.fetch_add(1, Ordering::Relaxed);
-                            MultiValue::from_iter([mlua::Value::Boolean(true)])
-                        }
+                        Ok(()) => MultiValue::from_iter([mlua::Value::Boolean(true)]),
                         Err(e) => err_args(lua, &format!("send: {e}"))?,
                     };
                 }
@@ -555,13 +552,6 @@ impl Process for LuaProcess {
     ) -> Result<(), Error> {
         self.step_in(ctx, events, out)
     }
-}
-
-static MESSAGES_SENT: AtomicU64 = AtomicU64::new(0);
-
-/// How many messages Lua processes have sent with `send` in this program.
-pub fn messages_sent() -> u64 {
-    MESSAGES_SENT.load(Ordering::Relaxed)
 }
 
 static TIMER_THREADS: AtomicUsize = AtomicUsize::new(0);

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use stepsched::Builder;
-use stepsched_lua::{LuaProcess, Script, Value, host_handlers, messages_sent};
+use stepsched_lua::{LuaProcess, Script, Value, host_handlers};
 
 const USAGE: &str =
     "usage: stepsched-lua run script.lua [--method main] [--processes N] [--workers W]";
@@ -93,7 +93,7 @@ fn run(a: &Args) -> Result<bool, String> {
         a.processes,
         failed,
         stats.steps,
-        messages_sent(),
+        stats.messages,
         elapsed.as_secs_f64() * 1e3
     );
     Ok(failed == 0)

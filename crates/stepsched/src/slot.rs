@@ -187,6 +187,9 @@ impl<P: Process + 'static> Batches<P> {
 #[derive(Default)]
 pub(crate) struct Counters {
     pub(crate) steps: AtomicU64,
+    /// Message events handed to steps (counted by the worker that drained
+    /// them, so every message received is counted once).
+    pub(crate) messages: AtomicU64,
     pub(crate) completed: AtomicU64,
     pub(crate) failed: AtomicU64,
     /// Ready → Running (`try_start`).
@@ -255,6 +258,7 @@ pub(crate) struct Phases {
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Totals {
     pub(crate) steps: u64,
+    pub(crate) messages: u64,
     pub(crate) completed: u64,
     pub(crate) failed: u64,
     pub(crate) phases: Phases,
@@ -321,6 +325,7 @@ impl CounterLines {
         };
         Totals {
             steps: sum(&|c| &c.steps),
+            messages: sum(&|c| &c.messages),
             completed: sum(&|c| &c.completed),
             failed: sum(&|c| &c.failed),
             phases,
@@ -350,15 +355,24 @@ fn shared_line() -> usize {
     })
 }
 
-/// Adds one to a counter. `owned`: this thread is the line's only writer.
+/// Adds `n` to a counter. `owned`: this thread is the line's only writer.
 #[inline]
-pub(crate) fn bump(counter: &AtomicU64, owned: bool) {
+pub(crate) fn bump_by(counter: &AtomicU64, n: u64, owned: bool) {
     // Relaxed: statistics; readers only need some recent value.
     if owned {
-        counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        counter.store(
+            counter.load(Ordering::Relaxed).wrapping_add(n),
+            Ordering::Relaxed,
+        );
     } else {
-        counter.fetch_add(1, Ordering::Relaxed);
+        counter.fetch_add(n, Ordering::Relaxed);
     }
+}
+
+/// Adds one to a counter, as [`bump_by`].
+#[inline]
+pub(crate) fn bump(counter: &AtomicU64, owned: bool) {
+    bump_by(counter, 1, owned);
 }
 
 /// A slot in a run queue, with the number of times in a row it was

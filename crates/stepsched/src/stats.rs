@@ -85,6 +85,11 @@ pub struct Stats {
     pub failed: u64,
     /// Steps run.
     pub steps: u64,
+    /// Messages received: message events handed to steps (by PID, by
+    /// address or from the host; each counted once, when a step is given
+    /// it). Messages still queued, or dropped with a process that ended,
+    /// are not counted.
+    pub messages: u64,
 }
 
 impl<P: SchedProcess> Handle<P> {
@@ -119,6 +124,7 @@ impl<P: SchedProcess> Handle<P> {
             completed: totals.completed,
             failed: totals.failed,
             steps: totals.steps,
+            messages: totals.messages,
         }
     }
 }
@@ -127,7 +133,7 @@ impl fmt::Display for Stats {
     /// One line:
     ///
     /// ```text
-    /// live 3 (ready 0, running 1, blocked 2, idle 0); submitted 10, completed 6, failed 1, steps 40; 2 workers: run 40, stolen 3, parks 5, global 10, inbox 2, panics 0
+    /// live 3 (ready 0, running 1, blocked 2, idle 0); submitted 10, completed 6, failed 1, steps 40, messages 12; 2 workers: run 40, stolen 3, parks 5, global 10, inbox 2, panics 0
     /// ```
     ///
     /// The worker figures are totals over the workers. With `{:#}`, one
@@ -136,7 +142,7 @@ impl fmt::Display for Stats {
         write!(
             f,
             "live {} (ready {}, running {}, blocked {}, idle {}); \
-             submitted {}, completed {}, failed {}, steps {}; {} workers: ",
+             submitted {}, completed {}, failed {}, steps {}, messages {}; {} workers: ",
             self.live,
             self.ready,
             self.running,
@@ -146,6 +152,7 @@ impl fmt::Display for Stats {
             self.completed,
             self.failed,
             self.steps,
+            self.messages,
             self.workers.len(),
         )?;
         let total = self

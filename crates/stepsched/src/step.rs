@@ -37,7 +37,7 @@ use crate::handle::Handle;
 use crate::handler::{Command, Completer, Handler};
 use crate::primitive::sync::Arc;
 use crate::primitive::sync::atomic::Ordering;
-use crate::slot::{Core, Counters, Ev, Slot, Task, Waiting, bump, init_caught};
+use crate::slot::{Core, Counters, Ev, Slot, Task, Waiting, bump, bump_by, init_caught};
 
 /// How many times in a row a process woken while running is requeued on
 /// its worker's local deque before it goes to the global queue.
@@ -205,6 +205,13 @@ impl<P: SchedProcess> Core<P> {
                 break (Park::Terminated, false);
             }
             bump(&line.steps, owned);
+            let messages = batch
+                .iter()
+                .filter(|e| e.kind() == EventKind::Message)
+                .count();
+            if messages != 0 {
+                bump_by(&line.messages, messages as u64, owned);
+            }
             // `drain` empties the batch whatever the step does: the events
             // it did not take are dropped when the step returns (or
             // unwinds), so the buffer is empty for the worker's next step.

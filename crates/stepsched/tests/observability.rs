@@ -329,7 +329,9 @@ fn display_is_one_line_and_alternate_adds_a_line_per_worker() {
         line.starts_with("live 0 (ready 0, running 0, blocked 0, idle 0); submitted 1, completed 1, failed 0, steps "),
         "{line}"
     );
-    assert!(line.contains("; 2 workers: run "), "{line}");
+    // The one message the process received, counted when its step got it.
+    assert_eq!(st.messages, 1, "{line}");
+    assert!(line.contains(", messages 1; 2 workers: run "), "{line}");
     let long = format!("{st:#}");
     assert_eq!(long.lines().count(), 3, "{long}");
     assert!(
