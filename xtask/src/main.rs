@@ -9,6 +9,7 @@ use std::process::{Command, ExitCode};
 
 mod bench_report;
 mod mutants;
+mod package;
 
 /// Crates that carry loom models, in layer order.
 const LOOM_CRATES: &[&str] = &[
@@ -38,8 +39,12 @@ const TASKS: &[(&str, &str)] = &[
         "mutation ledger: applies each mutation of xtask/mutants/*.txt to a scratch copy (target/mutants) and runs the checks that must catch it; --ci: LOOM_MAX_PREEMPTIONS=2 (else 3); --preemptions N; --timeout S: least time limit per check (600; else 3x its baseline); --scratch DIR; --write-doc: docs/mutants.md",
     ),
     (
+        "package",
+        "packs every publishable crate and tests, documents and resolves each .crate on its own (target/package-check): no file from outside a package, no development-only crate in a user's graph",
+    ),
+    (
         "ci",
-        "what CI runs: fmt, clippy, tests, docs, loom, mutation ledger (--ci), quick stress",
+        "what CI runs: fmt, clippy, tests, docs, packaging, loom, mutation ledger (--ci), quick stress",
     ),
 ];
 
@@ -54,6 +59,7 @@ fn main() -> ExitCode {
         "loom" => loom(rest),
         "bench" => bench(rest),
         "mutants" => mutants::mutants(rest),
+        "package" => package::package(),
         "ci" => ci(),
         "help" | "-h" | "--help" => {
             print_tasks();
@@ -181,7 +187,7 @@ fn loom(args: &[String]) -> Result<(), String> {
             cmd.env("RUSTFLAGS", "--cfg stepsched_loom")
                 .env("LOOM_MAX_PREEMPTIONS", &preemptions)
                 .env("CARGO_TARGET_DIR", root().join("target/loom"))
-                .args(["test", "--release", "-p", krate]);
+                .args(["test", "--release", "-p", krate, "--features", "loom"]);
             cmd
         };
         // Unit-test modules named `loom_tests` inside the library (other
@@ -254,10 +260,13 @@ fn ci() -> Result<(), String> {
         "-D",
         "warnings",
     ]))?;
-    run(cargo().args(["test", "--workspace"]))?;
+    // The README's test command: every crate but the benches (built by
+    // clippy above).
+    run(cargo().args(["test"]))?;
     run(cargo()
         .env("RUSTDOCFLAGS", "-D warnings")
         .args(["doc", "--workspace", "--no-deps"]))?;
+    package::package()?;
     loom(&[])?;
     mutants::mutants(&["--ci".to_string(), "--write-doc".to_string()])?;
     stress(&["--quick".to_string()])

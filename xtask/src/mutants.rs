@@ -893,12 +893,29 @@ impl Runner {
                 let mut out = Vec::new();
                 if self.has_lib_loom(package) && self.lib_may_match(check) {
                     let mut lib = self.cargo(true);
-                    lib.args(["test", "--release", "-p", package, "--lib"]);
+                    lib.args([
+                        "test",
+                        "--release",
+                        "-p",
+                        package,
+                        "--features",
+                        "loom",
+                        "--lib",
+                    ]);
                     out.push(lib);
                 }
                 if self.has_loom_test(package) && self.loom_test_may_match(check) {
                     let mut it = self.cargo(true);
-                    it.args(["test", "--release", "-p", package, "--test", "loom"]);
+                    it.args([
+                        "test",
+                        "--release",
+                        "-p",
+                        package,
+                        "--features",
+                        "loom",
+                        "--test",
+                        "loom",
+                    ]);
                     out.push(it);
                 }
                 out
@@ -939,7 +956,15 @@ impl Runner {
                     unreachable!()
                 };
                 let mut list = self.cargo(true);
-                list.args(["test", "--release", "-p", check.package(), "--lib"]);
+                list.args([
+                    "test",
+                    "--release",
+                    "-p",
+                    check.package(),
+                    "--features",
+                    "loom",
+                    "--lib",
+                ]);
                 list.args(["--", "--list", "--format", "terse"]);
                 let list_log = self.logs.join(format!("{tag}.list.log"));
                 let (status, text) = match run_timed(&mut list, &list_log, deadline)? {

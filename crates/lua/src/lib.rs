@@ -232,7 +232,8 @@ pub struct Script {
 
 impl Script {
     /// Compiles `source`; `name` appears in error messages
-    /// (`name:line: message`). A syntax error is returned as
+    /// (`name:line: message`; Lua shows at most the last 57 bytes of a
+    /// longer name, after `...`). A syntax error is returned as
     /// [`Error::Failed`] naming the script and line.
     pub fn new(name: impl Into<String>, source: &str) -> Result<Arc<Self>, Error> {
         let name = name.into();

@@ -50,7 +50,9 @@ fn a_syntax_error_names_the_script_and_line() {
     let path = script("syntax_error.lua");
     let (ok, out, err) = run(&["run", &path]);
     assert!(!ok, "{out}");
-    assert!(err.contains(&format!("{path}:3:")), "{err}");
+    // Lua keeps the last 60 bytes of a long chunk name ("...ts/syntax_error.lua"),
+    // so the file name and line are what every path shows.
+    assert!(err.contains("syntax_error.lua:3:"), "{err}");
 }
 
 #[test]

@@ -11,6 +11,9 @@
 //! its own worker and only read as a snapshot), so modelling them would only
 //! enlarge loom's state space.
 
+#[cfg(all(stepsched_loom, not(feature = "loom")))]
+compile_error!("`--cfg stepsched_loom` needs the `loom` feature: `--features loom`");
+
 #[cfg(not(stepsched_loom))]
 pub(crate) mod sync {
     pub(crate) use std::sync::{Arc, Condvar, Mutex, MutexGuard};

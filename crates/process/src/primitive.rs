@@ -5,6 +5,9 @@
 //! re-exports loom's model-checked versions instead of std's, so the state
 //! cell's protocol is explored by loom without a line of it changing.
 
+#[cfg(all(stepsched_loom, not(feature = "loom")))]
+compile_error!("`--cfg stepsched_loom` needs the `loom` feature: `--features loom`");
+
 #[cfg(not(stepsched_loom))]
 pub(crate) mod sync {
     pub(crate) use std::sync::Arc;

@@ -6,6 +6,9 @@
 //! loom's model-checked atomics instead of std's, so `tests/loom.rs` explores
 //! the allocator without a line of it changing.
 
+#[cfg(all(stepsched_loom, not(feature = "loom")))]
+compile_error!("`--cfg stepsched_loom` needs the `loom` feature: `--features loom`");
+
 #[cfg(not(stepsched_loom))]
 pub(crate) mod sync {
     pub(crate) mod atomic {

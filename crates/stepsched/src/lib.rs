@@ -122,7 +122,7 @@
 pub struct ReadmeDoctests;
 
 /// The guide's snippets (`docs/guide.md`), compiled and run as doctests.
-#[doc = include_str!("../../../docs/guide.md")]
+#[doc = include_str!("../guide.md")]
 #[cfg(doctest)]
 pub struct GuideDoctests;
 

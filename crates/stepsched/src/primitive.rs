@@ -8,6 +8,9 @@
 //! both builds: its exclusivity comes from the process state cell, whose
 //! protocol is model-checked in `stepsched-process`.
 
+#[cfg(all(stepsched_loom, not(feature = "loom")))]
+compile_error!("`--cfg stepsched_loom` needs the `loom` feature: `--features loom`");
+
 #[cfg(not(stepsched_loom))]
 pub(crate) mod sync {
     pub(crate) use std::sync::{Arc, Condvar, Mutex};
