@@ -260,6 +260,27 @@ fn ci() -> Result<(), String> {
         "-D",
         "warnings",
     ]))?;
+    // The tracing feature off: no dependency on tracing, no event emitted.
+    run(cargo().args([
+        "clippy",
+        "-p",
+        "stepsched",
+        "-p",
+        "stepsched-pool",
+        "--no-default-features",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
+    run(cargo().args([
+        "test",
+        "-p",
+        "stepsched",
+        "--no-default-features",
+        "--test",
+        "observability",
+    ]))?;
     // The README's test command: every crate but the benches (built by
     // clippy above).
     run(cargo().args(["test"]))?;

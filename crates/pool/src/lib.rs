@@ -74,13 +74,23 @@
 //! [`Pool::stats`] returns per-worker counters (items run, stolen, steal
 //! attempts, global and inbox pops, parks, spins, panics), readable at any
 //! time.
+//!
+//! # Cargo features
+//!
+//! * `tracing` (default): debug and trace events of the workers (parking,
+//!   waking, stealing) through the `tracing` crate. Without it they
+//!   compile to nothing and the crate does not depend on `tracing`.
 #![cfg_attr(not(test), warn(missing_docs))]
+// Without the `tracing` feature the events compile to nothing, leaving the
+// values computed only for them unused; the default build checks them all.
+#![cfg_attr(not(feature = "tracing"), allow(unused_variables, dead_code))]
 
 mod primitive;
 mod queue;
 mod shared;
 mod sleep;
 mod stats;
+mod trace;
 mod worker;
 
 #[cfg(all(test, stepsched_loom))]

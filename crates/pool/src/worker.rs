@@ -52,6 +52,7 @@ use crate::primitive::thread_local;
 use crate::shared::Shared;
 use crate::sleep::Parked;
 use crate::stats::Counters;
+use crate::trace;
 
 /// Every this many items a worker polls its inbox and the global queue
 /// before its own deque (tokio uses the same prime).
@@ -520,14 +521,14 @@ impl Search {
     fn park<T: Send + 'static>(&mut self, ctx: &WorkerContext<T>) -> bool {
         let shared = &*ctx.shared;
         let counters = ctx.counters();
-        tracing::debug!(worker = ctx.index, "worker parking");
+        trace::debug!(worker = ctx.index, "worker parking");
         let outcome = shared.sleep.park(
             ctx.index,
             self.searching,
             || shared.has_work(),
             || counters.parks.inc(),
         );
-        tracing::debug!(
+        trace::debug!(
             worker = ctx.index,
             outcome = match outcome {
                 Parked::Work => "work found before blocking",
@@ -631,7 +632,7 @@ impl Search {
                 Steal::Success(item) => {
                     let moved = ctx.deque.len().saturating_sub(before);
                     counters.items_stolen.add(1 + moved as u64);
-                    tracing::trace!(
+                    trace::trace!(
                         worker = index,
                         victim,
                         items = 1 + moved,
@@ -650,7 +651,7 @@ impl Search {
             }
             if let Some(item) = shared.inboxes[victim].pop() {
                 counters.items_stolen.inc();
-                tracing::trace!(worker = index, victim, "took from another worker's inbox");
+                trace::trace!(worker = index, victim, "took from another worker's inbox");
                 return Found::Item(item);
             }
         }

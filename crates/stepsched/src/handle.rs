@@ -17,6 +17,7 @@ use crate::primitive::sync::Arc;
 use crate::primitive::sync::atomic::{Ordering, fence};
 use crate::scheduler::Shutdown;
 use crate::slot::{Core, FORCED_CANCELLED, FORCED_TERMINATED, Slot, Task, init_caught};
+use crate::trace;
 
 /// A cloneable handle to a scheduler, for use anywhere — in handlers, in
 /// processes' hooks, on other threads, in async code. It does not keep the
@@ -130,11 +131,11 @@ impl<P: SchedProcess> Handle<P> {
         }
         // Relaxed: a statistics counter.
         core.submitted.fetch_add(1, Ordering::Relaxed);
-        tracing::debug!(pid = %pid, method, "process submitted");
+        trace::debug!(pid = %pid, method, "process submitted");
         if let Some(hook) = &core.on_start
             && catch_unwind(AssertUnwindSafe(|| hook(pid))).is_err()
         {
-            tracing::debug!(pid = %pid, "start hook panicked");
+            trace::debug!(pid = %pid, "start hook panicked");
         }
         let handle = JoinHandle::new(slot.clone());
         // Dekker with shutdown, twice. Shutdown stores `stopping` then

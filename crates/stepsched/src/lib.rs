@@ -114,7 +114,17 @@
 //!
 //! The design, with the life of a process through its states, is in
 //! `docs/architecture.md`.
+//!
+//! # Cargo features
+//!
+//! * `tracing` (default): debug and trace events of each process's life
+//!   and of the workers, through the `tracing` crate (the guide's
+//!   "Tracing" lists them). Without it they compile to nothing and the
+//!   crate does not depend on `tracing`.
 #![cfg_attr(not(test), warn(missing_docs))]
+// Without the `tracing` feature the events compile to nothing, leaving the
+// values computed only for them unused; the default build checks them all.
+#![cfg_attr(not(feature = "tracing"), allow(unused_variables, dead_code))]
 
 /// The README's examples, compiled and run as doctests.
 #[doc = include_str!("../README.md")]
@@ -139,6 +149,7 @@ mod shutdown;
 mod slot;
 mod stats;
 mod step;
+mod trace;
 
 pub use stepsched_deque as deque;
 pub use stepsched_mpsc as mpsc;

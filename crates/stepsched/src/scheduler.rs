@@ -13,6 +13,7 @@ use crate::primitive::sync::Arc;
 use crate::primitive::sync::atomic::{Ordering, fence};
 use crate::shutdown::{Phase, Shared, ShutdownReport, nothing_more};
 use crate::slot::{Core, FORCED_CANCELLED};
+use crate::trace;
 
 /// The scheduler: owns the worker threads. Dereferences to [`Handle`] for
 /// `submit`, `send`, `terminate` and `stats`; [`handle`](Scheduler::handle)
@@ -264,7 +265,7 @@ fn shut_down_once<P: SchedProcess>(core: &Arc<Core<P>>, deadline: Duration) -> S
             slot.finish(Err(slot.forced_error()), None);
         }
     }
-    tracing::debug!(?report, "scheduler shut down");
+    trace::debug!(?report, "scheduler shut down");
     report
 }
 

@@ -73,6 +73,7 @@ use crate::primitive::sync::atomic::{
 use crate::primitive::sync::{Arc, Condvar, Mutex};
 use crate::result::ResultCell;
 use crate::shutdown::Shared;
+use crate::trace;
 use crossbeam_utils::CachePadded;
 
 /// `last_worker` before the first step.
@@ -544,7 +545,7 @@ impl<P: SchedProcess> Slot<P> {
                 } else {
                     bump(&line.woken_idle, owned);
                 }
-                tracing::debug!(
+                trace::debug!(
                     pid = %self.pid,
                     from = if blocked { "blocked" } else { "idle" },
                     "process woken"
@@ -553,12 +554,12 @@ impl<P: SchedProcess> Slot<P> {
                 true
             }
             Wake::Notified => {
-                tracing::trace!(pid = %self.pid, "process woken while running");
+                trace::trace!(pid = %self.pid, "process woken while running");
                 true
             }
             Wake::AlreadyReady => true,
             Wake::Complete => {
-                tracing::trace!(pid = %self.pid, "wake of a complete process");
+                trace::trace!(pid = %self.pid, "wake of a complete process");
                 false
             }
         }
@@ -613,11 +614,11 @@ impl<P: SchedProcess> Slot<P> {
     /// either (the process was taken out of the body, or never put in).
     pub(crate) fn close_process(&self, mut process: P) {
         if catch_unwind(AssertUnwindSafe(|| process.close())).is_err() {
-            tracing::debug!(pid = %self.pid, "close panicked");
+            trace::debug!(pid = %self.pid, "close panicked");
         }
         let mut process = Some(process);
         if catch_unwind(AssertUnwindSafe(|| drop(process.take()))).is_err() {
-            tracing::debug!(pid = %self.pid, "the process's drop panicked");
+            trace::debug!(pid = %self.pid, "the process's drop panicked");
         }
     }
 
@@ -636,7 +637,7 @@ impl<P: SchedProcess> Slot<P> {
         let body = unsafe { &mut *self.body.get() };
         let caught = |what: &str, f: &mut dyn FnMut()| {
             if catch_unwind(AssertUnwindSafe(f)).is_err() {
-                tracing::debug!(pid = %self.pid, "{what} panicked");
+                trace::debug!(pid = %self.pid, "{what} panicked");
             }
         };
         if let Some(process) = body.process.take() {
@@ -680,11 +681,11 @@ impl<P: SchedProcess> Slot<P> {
         } else {
             bump(&line.failed, owned);
         }
-        tracing::debug!(pid = %self.pid, ok = result.is_ok(), "process complete");
+        trace::debug!(pid = %self.pid, ok = result.is_ok(), "process complete");
         if let Some(hook) = &core.on_complete {
             let r = result.as_ref();
             if catch_unwind(AssertUnwindSafe(|| hook(self.pid, r))).is_err() {
-                tracing::debug!(pid = %self.pid, "completion hook panicked");
+                trace::debug!(pid = %self.pid, "completion hook panicked");
             }
         }
         // The place under the limit is free before `join` returns, so a
@@ -744,7 +745,7 @@ impl<P: SchedProcess> Slot<P> {
                     _ => (FORCED_IDLE, "idle"),
                 };
                 bump(&line.forced[i], owned);
-                tracing::debug!(
+                trace::debug!(
                     pid = %self.pid,
                     reason = if kind == FORCED_CANCELLED { "cancelled" } else { "terminated" },
                     phase,

@@ -38,6 +38,7 @@ use crate::handler::{Command, Completer, Handler};
 use crate::primitive::sync::Arc;
 use crate::primitive::sync::atomic::Ordering;
 use crate::slot::{Core, Counters, Ev, Slot, Task, Waiting, bump, bump_by, init_caught};
+use crate::trace;
 
 /// How many times in a row a process woken while running is requeued on
 /// its worker's local deque before it goes to the global queue.
@@ -141,8 +142,8 @@ impl<P: SchedProcess> Core<P> {
         // Whether per-step and per-yield events can be enabled at all, read
         // once per run: with no subscriber (or a quieter one) the loop pays
         // two branches on locals, not a level check per event.
-        let traced = tracing::level_enabled!(tracing::Level::TRACE);
-        let debugged = tracing::level_enabled!(tracing::Level::DEBUG);
+        let traced = trace::trace_level!();
+        let debugged = trace::debug_level!();
         // SAFETY: we are worker `worker`, inside its one call of `run` (the
         // buffer's rule, see `Batches`); the borrow ends with this call.
         let batch = unsafe { &mut *self.batches.of(worker) };
@@ -151,7 +152,7 @@ impl<P: SchedProcess> Core<P> {
         // which the pool catches): those events belong to that process and
         // must not reach this one.
         if !batch.is_empty() && catch_unwind(AssertUnwindSafe(|| batch.clear())).is_err() {
-            tracing::debug!(pid = %slot.pid, "an event's drop panicked");
+            trace::debug!(pid = %slot.pid, "an event's drop panicked");
         }
         let park = loop {
             // SAFETY: our `try_start` won: we own the body until our next
@@ -187,10 +188,12 @@ impl<P: SchedProcess> Core<P> {
                 debug_assert!(false, "a started process is not closed");
                 return;
             };
-            let _span = traced.then(|| {
-                tracing::trace_span!("step", pid = %slot.pid, events = batch.len()).entered()
-            });
-            if debugged && tracing::enabled!(tracing::Level::DEBUG) {
+            let _span = if traced {
+                trace::trace_span!("step", pid = %slot.pid, events = batch.len())
+            } else {
+                None
+            };
+            if debugged && trace::debug_enabled!() {
                 trace_events(&slot, batch);
             }
             // The last look before a step begins: once `terminate` returned
@@ -200,7 +203,7 @@ impl<P: SchedProcess> Core<P> {
             // rest of the queue.
             if slot.state.load().is_complete() {
                 if catch_unwind(AssertUnwindSafe(|| batch.clear())).is_err() {
-                    tracing::debug!(pid = %slot.pid, "an event's drop panicked");
+                    trace::debug!(pid = %slot.pid, "an event's drop panicked");
                 }
                 break (Park::Terminated, false);
             }
@@ -241,7 +244,7 @@ impl<P: SchedProcess> Core<P> {
                 }
             };
             if traced {
-                tracing::trace!(
+                trace::trace!(
                     pid = %slot.pid,
                     status = status.as_ref().map_or("none", status_name),
                     yields = body.out.yields().len(),
@@ -253,7 +256,7 @@ impl<P: SchedProcess> Core<P> {
                 Some(Status::Done(output)) => return self.end(&slot, Ok(output), worker),
                 Some(status) => status,
                 None => {
-                    tracing::debug!(pid = %slot.pid, "step set no status");
+                    trace::debug!(pid = %slot.pid, "step set no status");
                     let e = Error::Failed(format!("process {}: step set no status", slot.pid));
                     return self.end(&slot, Err(e), worker);
                 }
@@ -292,7 +295,7 @@ impl<P: SchedProcess> Core<P> {
         // The body is no longer ours unless `park` says so.
         if let (Park::Requeue, global) = park {
             bump(&line.requeued, owned);
-            tracing::debug!(
+            trace::debug!(
                 pid = %slot.pid,
                 to = if global || streak >= LOCAL_REQUEUES { "global" } else { "local" },
                 "process requeued"
@@ -339,7 +342,7 @@ impl<P: SchedProcess> Core<P> {
         let body = unsafe { &mut *slot.body.get() };
         // The old step's status and yields are not used.
         if catch_unwind(AssertUnwindSafe(|| body.out.reset())).is_err() {
-            tracing::debug!(pid = %slot.pid, "a command's drop panicked");
+            trace::debug!(pid = %slot.pid, "a command's drop panicked");
         }
         if let Some(old) = body.process.take() {
             slot.close_process(old);
@@ -348,7 +351,7 @@ impl<P: SchedProcess> Core<P> {
             UpgradeTo::Process(new) => new,
             UpgradeTo::Factory(name) => {
                 let Some(factory) = handlers.factories.get(&*name) else {
-                    tracing::debug!(pid = %slot.pid, factory = %name, "upgrade: no such factory");
+                    trace::debug!(pid = %slot.pid, factory = %name, "upgrade: no such factory");
                     return Err(Error::Failed(format!("upgrade: no factory named `{name}`")));
                 };
                 match catch_unwind(AssertUnwindSafe(factory)) {
@@ -359,11 +362,11 @@ impl<P: SchedProcess> Core<P> {
         };
         let cx = Context::new(slot.pid, &slot.cancel, reach);
         if let Err(e) = init_caught(&mut new, &cx, &method, input) {
-            tracing::debug!(pid = %slot.pid, method = %method, error = %e, "upgrade: init failed");
+            trace::debug!(pid = %slot.pid, method = %method, error = %e, "upgrade: init failed");
             slot.close_process(new);
             return Err(e);
         }
-        tracing::debug!(pid = %slot.pid, method = %method, "process upgraded");
+        trace::debug!(pid = %slot.pid, method = %method, "process upgraded");
         body.process = Some(new);
         Ok(())
     }
@@ -410,7 +413,7 @@ impl<P: SchedProcess> Core<P> {
             }
             let completer = Completer::new(slot.clone(), y.tag);
             if debugged {
-                tracing::debug!(
+                trace::debug!(
                     pid = %slot.pid,
                     tag = y.tag,
                     command = y.command.name(),
@@ -424,7 +427,7 @@ impl<P: SchedProcess> Core<P> {
                     let _ = catch_unwind(AssertUnwindSafe(|| handler.handle(y.command, completer)));
                 }
                 None => {
-                    tracing::debug!(
+                    trace::debug!(
                         pid = %slot.pid,
                         tag = y.tag,
                         command = y.command.name(),
@@ -457,7 +460,7 @@ fn wait<P: SchedProcess>(slot: &Slot<P>, waiting: Waiting, line: &Counters, owne
             Waiting::Blocked => (&line.parked_blocked, "blocked"),
         };
         bump(counter, owned);
-        tracing::debug!(pid = %slot.pid, phase, "process parked");
+        trace::debug!(pid = %slot.pid, phase, "process parked");
     }
     park
 }
@@ -478,14 +481,14 @@ fn status_name<O>(status: &Status<O>) -> &'static str {
 fn trace_events<P: SchedProcess>(slot: &Slot<P>, batch: &[Ev<P>]) {
     for event in batch {
         match event.kind() {
-            EventKind::Completion => tracing::debug!(
+            EventKind::Completion => trace::debug!(
                 pid = %slot.pid,
                 tag = event.tag(),
                 ok = event.error().is_none(),
                 "completion delivered"
             ),
-            EventKind::Message => tracing::debug!(pid = %slot.pid, "message delivered"),
-            EventKind::Cancel => tracing::debug!(pid = %slot.pid, "cancel delivered"),
+            EventKind::Message => trace::debug!(pid = %slot.pid, "message delivered"),
+            EventKind::Cancel => trace::debug!(pid = %slot.pid, "cancel delivered"),
         }
     }
 }

@@ -346,6 +346,7 @@ fn display_is_one_line_and_alternate_adds_a_line_per_worker() {
 /// One captured event: its target, level, thread name and fields (the
 /// message under `message`), in the order the subscriber saw them.
 #[derive(Debug, Clone)]
+#[cfg_attr(not(feature = "tracing"), allow(dead_code))]
 struct Captured {
     target: String,
     level: tracing::Level,
@@ -427,6 +428,7 @@ fn events_of(pid: Pid) -> Vec<Captured> {
 
 /// Waits until an event about `pid` with `message` and the field `key =
 /// value` has been captured `times` times.
+#[cfg_attr(not(feature = "tracing"), allow(dead_code))]
 fn wait_event(pid: Pid, message: &str, key: &str, value: &str, times: usize) {
     wait_for(&format!("{message} {key}={value} of {pid}"), || {
         let n = events_of(pid)
@@ -441,6 +443,7 @@ fn wait_event(pid: Pid, message: &str, key: &str, value: &str, times: usize) {
     });
 }
 
+#[cfg(feature = "tracing")]
 #[test]
 fn a_process_life_is_traced_with_pid_tag_and_command() {
     capture();
@@ -492,6 +495,7 @@ fn a_process_life_is_traced_with_pid_tag_and_command() {
     );
 }
 
+#[cfg(feature = "tracing")]
 #[test]
 fn an_unknown_command_and_a_terminate_are_traced() {
     capture();
@@ -542,6 +546,7 @@ fn an_unknown_command_and_a_terminate_are_traced() {
     );
 }
 
+#[cfg(feature = "tracing")]
 #[test]
 fn an_idle_worker_traces_its_park_and_wake() {
     capture();
@@ -577,4 +582,30 @@ fn an_idle_worker_traces_its_park_and_wake() {
         woken.iter().any(|e| e.field("outcome") == Some("woken")),
         "{woken:#?}"
     );
+}
+
+/// Without the `tracing` feature the crates emit nothing: a process taken
+/// through every phase, a worker parking and waking, an unknown command and
+/// a terminate leave the capturing subscriber empty.
+#[cfg(not(feature = "tracing"))]
+#[test]
+fn without_the_tracing_feature_nothing_is_emitted() {
+    capture();
+    let (tx, rx) = channel();
+    let s = waiters(2, tx);
+    let pid = s.allocate_pid();
+    let join = s.submit(pid, Waiter { ask: true }, "run", ()).unwrap();
+    let done = rx.recv().unwrap();
+    wait_stats(&s, "the process blocked", |st| st.blocked == 1);
+    assert!(done.complete(Ok(5)));
+    wait_stats(&s, "the process idle", |st| st.idle == 1);
+    s.send(pid, 11).unwrap();
+    assert_eq!(join.join().unwrap(), 11);
+    let other = s.allocate_pid();
+    let join = s.submit(other, Waiter { ask: false }, "run", ()).unwrap();
+    s.terminate(other).unwrap();
+    assert!(join.join().is_err());
+    drop(s);
+    let seen = captured().lock().unwrap().len();
+    assert_eq!(seen, 0, "events captured without the feature");
 }
