@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 use stepsched_deque::{Steal, Stealer, Worker};
 
 use crate::Opts;
+use crate::report::{Outcome, count};
 
 /// A round fails if no item is consumed for this long.
 const STALL_TIMEOUT: Duration = Duration::from_secs(20);
@@ -252,13 +253,7 @@ fn thief(
 }
 
 /// Runs one round of `n` items; `Err` on a ledger breach or a stall.
-fn round(
-    opts: &Opts,
-    index: u64,
-    n: u64,
-    stats: &Stats,
-    progress: &mut Progress,
-) -> Result<(), String> {
+fn round(opts: &Opts, index: u64, n: u64, stats: &Stats) -> Result<(), String> {
     let mut rng = fastrand::Rng::with_seed(opts.seed ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15));
     let thieves = opts.workers.max(1);
     let ledger: Vec<AtomicU8> = (0..n).map(|_| AtomicU8::new(0)).collect();
@@ -311,7 +306,7 @@ fn round(
                 stalled = true;
                 state.abort.store(true, Ordering::Relaxed);
             }
-            progress.tick(index, stats);
+            crate::report::progress(items);
         }
     });
 
@@ -357,74 +352,43 @@ fn round(
     Ok(())
 }
 
-/// Prints a progress line about once a second.
-struct Progress {
-    start: Instant,
-    last: Instant,
-    rounds: u64,
-}
-
-impl Progress {
-    fn tick(&mut self, round: u64, stats: &Stats) {
-        if self.last.elapsed() >= Duration::from_secs(1) {
-            self.last = Instant::now();
-            let items = stats.items.load(Ordering::Relaxed);
-            println!(
-                "deque: {:5.1}s round {round}/{} items {items} ({:.0}/s) steals {} steal-half {} retries {}",
-                self.start.elapsed().as_secs_f64(),
-                if self.rounds == u64::MAX {
-                    "soak".to_string()
-                } else {
-                    self.rounds.to_string()
-                },
-                items as f64 / self.start.elapsed().as_secs_f64(),
-                stats.steals.load(Ordering::Relaxed),
-                stats.half_batches.load(Ordering::Relaxed),
-                stats.retries.load(Ordering::Relaxed),
-            );
-        }
-    }
-}
-
 /// Runs the scenario; an `Err` names the invariant that broke.
-pub(crate) fn run(opts: &Opts) -> Result<(), String> {
+pub(crate) fn run(opts: &Opts) -> Result<Outcome, String> {
     let start = Instant::now();
     let deadline = opts.deadline(start);
     // `--processes` scales the items per round (10 items per process).
     let n = (opts.processes as u64).saturating_mul(10).max(1);
     let rounds = if opts.soak { u64::MAX } else { 200 };
     println!(
-        "deque: 1 owner + {} thieves, {n} items per round, {} rounds, seed {}",
+        "deque: 1 owner + {} thieves, {} items per round, {}",
         opts.workers.max(1),
+        count(n),
         if opts.soak {
             "soak".to_string()
         } else {
-            format!("up to {rounds}")
+            format!("up to {rounds} rounds")
         },
-        opts.seed
     );
     let stats = Stats::default();
-    let mut progress = Progress {
-        start,
-        last: start,
-        rounds,
-    };
     let mut done = 0u64;
     while done < rounds && (done == 0 || Instant::now() < deadline) {
-        round(opts, done, n, &stats, &mut progress)?;
+        round(opts, done, n, &stats)?;
         done += 1;
     }
-    let secs = start.elapsed().as_secs_f64();
     let items = stats.items.load(Ordering::Relaxed);
     let half_batches = stats.half_batches.load(Ordering::Relaxed);
     println!(
-        "deque: {done} rounds, {items} items in {secs:.2}s ({:.0} items/s), owner pops {}, steals {}, steal-half batches {} ({:.1} items each), retries {}; every id consumed exactly once",
-        items as f64 / secs,
-        stats.owner_pops.load(Ordering::Relaxed),
-        stats.steals.load(Ordering::Relaxed),
-        half_batches,
+        "deque: {done} rounds, {} items: owner pops {}, steals {}, steal-half batches {} ({:.1} items each), retries {}",
+        count(items),
+        count(stats.owner_pops.load(Ordering::Relaxed)),
+        count(stats.steals.load(Ordering::Relaxed)),
+        count(half_batches),
         stats.half_items.load(Ordering::Relaxed) as f64 / half_batches.max(1) as f64,
-        stats.retries.load(Ordering::Relaxed),
+        count(stats.retries.load(Ordering::Relaxed)),
     );
-    Ok(())
+    Ok(Outcome {
+        checked: "every item taken exactly once (owner pops, steals, steal-half)",
+        count: items,
+        unit: "items",
+    })
 }

@@ -13,6 +13,7 @@ use stepsched::Builder;
 use stepsched_lua::{LuaProcess, Script, Value, host_handlers};
 
 use crate::Opts;
+use crate::report::{Outcome, count, progress};
 
 const SCRIPT: &str = r#"
 function sender(a)
@@ -33,7 +34,7 @@ function collector(n)
 end
 "#;
 
-pub(crate) fn run(opts: &Opts) -> Result<(), String> {
+pub(crate) fn run(opts: &Opts) -> Result<Outcome, String> {
     let script = Script::new("stress.lua", SCRIPT).map_err(|e| e.to_string())?;
     let ended = Arc::new(AtomicU64::new(0));
     let hook = Arc::clone(&ended);
@@ -95,6 +96,7 @@ pub(crate) fn run(opts: &Opts) -> Result<(), String> {
             }
         }
         messages += sent as u64;
+        progress(messages);
         rounds += 1;
         if Instant::now() >= deadline {
             break;
@@ -106,8 +108,13 @@ pub(crate) fn run(opts: &Opts) -> Result<(), String> {
         return Err(format!("{submitted} processes submitted, {ended} ends"));
     }
     println!(
-        "lua: {rounds} rounds, {submitted} Lua processes, {messages} messages, each received once, {:.1} s",
-        start.elapsed().as_secs_f64()
+        "lua: {rounds} rounds, {} Lua processes, {} messages",
+        count(submitted),
+        count(messages)
     );
-    Ok(())
+    Ok(Outcome {
+        checked: "every message received exactly once; every Lua process ends once",
+        count: messages,
+        unit: "messages",
+    })
 }

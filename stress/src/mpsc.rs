@@ -31,13 +31,14 @@
 //! are run, no new round starts after `--seconds`; `soak` repeats rounds
 //! until `--seconds` pass.
 
-use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use stepsched_mpsc::{PushError, Receiver};
 
 use crate::Opts;
+use crate::report::{Outcome, count, progress};
 
 /// A round fails if nothing is drained for this long while producers run.
 const STALL_TIMEOUT: Duration = Duration::from_secs(20);
@@ -355,58 +356,49 @@ fn consume(
 }
 
 /// Runs the scenario; an `Err` names the invariant that broke.
-pub(crate) fn run(opts: &Opts) -> Result<(), String> {
+pub(crate) fn run(opts: &Opts) -> Result<Outcome, String> {
     let start = Instant::now();
     let deadline = opts.deadline(start);
     let n = opts.processes.saturating_mul(10).max(1);
     let producers = opts.workers.max(2);
     let rounds = if opts.soak { u64::MAX } else { 300 };
     println!(
-        "mpsc: {producers} producers + 1 consumer, {n} items per producer per round, {}, seed {}",
+        "mpsc: {producers} producers + 1 consumer, {} items per producer per round, {}",
+        count(n as u64),
         if opts.soak {
             "soak".to_string()
         } else {
             format!("up to {rounds} rounds")
         },
-        opts.seed
     );
     let mut rng = fastrand::Rng::with_seed(opts.seed);
     let drops: &'static [AtomicU8] =
         Box::leak((0..producers * n).map(|_| AtomicU8::new(0)).collect());
     let mut rx = Receiver::new();
     let mut totals = Totals::default();
-    let mut last_print = start;
-    let progress = AtomicU64::new(0);
     let mut done = 0u64;
     while done < rounds && (done == 0 || Instant::now() < deadline) {
         round(&mut rx, opts, done, n, drops, &mut rng, &mut totals)
             .map_err(|e| format!("round {done}: {e}"))?;
         done += 1;
-        progress.store(totals.items, Ordering::Relaxed);
-        if last_print.elapsed() >= Duration::from_secs(1) {
-            last_print = Instant::now();
-            let secs = start.elapsed().as_secs_f64();
-            println!(
-                "mpsc: {secs:5.1}s round {done} items {} ({:.0}/s) generation {}",
-                totals.items,
-                totals.items as f64 / secs,
-                rx.generation()
-            );
-        }
+        progress(totals.items);
     }
-    let secs = start.elapsed().as_secs_f64();
     println!(
-        "mpsc: {done} rounds ({} complete, {} closed early, {} reset early), {} items in {secs:.2}s ({:.0} items/s): \
-         {} drained, {} in leftovers, {} refused closed, {} refused stale; every item accounted for and dropped exactly once",
+        "mpsc: {done} rounds ({} complete, {} closed early, {} reset early, last generation {}), {} items: \
+         {} drained, {} in leftovers, {} refused closed, {} refused stale",
         totals.endings[0],
         totals.endings[1],
         totals.endings[2],
-        totals.items,
-        totals.items as f64 / secs,
-        totals.drained,
-        totals.leftovers,
-        totals.refused_closed,
-        totals.refused_stale,
+        rx.generation(),
+        count(totals.items),
+        count(totals.drained),
+        count(totals.leftovers),
+        count(totals.refused_closed),
+        count(totals.refused_stale),
     );
-    Ok(())
+    Ok(Outcome {
+        checked: "every item drained, left over or refused, and dropped, exactly once (close, reset, generations)",
+        count: totals.items,
+        unit: "items",
+    })
 }

@@ -33,6 +33,7 @@ use std::time::Instant;
 use stepsched_pool::{Pool, WorkerContext, WorkerStats};
 
 use crate::Opts;
+use crate::report::{Outcome, count, progress};
 
 /// One item: an id whose drop is recorded.
 struct Item {
@@ -71,13 +72,11 @@ struct Round {
 }
 
 impl Round {
-    /// A reproducible 64-bit hash of `(seed, id, salt)` (SplitMix64).
+    /// A reproducible random number for `(seed, id, salt)`, whichever
+    /// worker asks and when: the first output of a generator seeded by
+    /// them (a stateless draw, since items run in any order).
     fn hash(&self, id: u32, salt: u64) -> u64 {
-        let mut z = self.seed ^ (u64::from(id) << 8) ^ salt;
-        z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        fastrand::Rng::with_seed(self.seed ^ (u64::from(id) << 8) ^ salt).u64(..)
     }
 
     fn panics(&self, id: u32) -> bool {
@@ -160,14 +159,15 @@ struct Totals {
 }
 
 /// Runs the scenario; an `Err` names the invariant that broke.
-pub(crate) fn run(opts: &Opts) -> Result<(), String> {
+pub(crate) fn run(opts: &Opts) -> Result<Outcome, String> {
     quiet_deliberate_panics();
     let start = Instant::now();
     let deadline = opts.deadline(start);
     let max_rounds = if opts.quick { 8 } else { u64::MAX };
+    let mut seeds = fastrand::Rng::with_seed(opts.seed);
     let mut totals = Totals::default();
     loop {
-        let seed = fastrand::u64(..);
+        let seed = seeds.u64(..);
         let end = match totals.rounds % 4 {
             3 => End::ShutdownNow,
             2 => End::Drop,
@@ -176,33 +176,36 @@ pub(crate) fn run(opts: &Opts) -> Result<(), String> {
         round(opts, seed, end, &mut totals)
             .map_err(|e| format!("round {} (seed {seed}, {end:?}): {e}", totals.rounds))?;
         totals.rounds += 1;
+        progress(totals.items);
         if Instant::now() >= deadline || totals.rounds >= max_rounds {
             break;
         }
     }
     let s = totals.stats;
     println!(
-        "pool: {} rounds ({} forced) on {} workers in {:.1} s: {} items run (each once; \
-         none twice in forced rounds), {} refused at shutdown, {} dropped unrun; counters: \
-         run {}, stolen {}, steal attempts {}, global pops {}, inbox pops {}, parks {}, \
-         spins {}, panics {}",
+        "pool: {} rounds ({} forced) on {} workers: {} items run, {} refused at shutdown, \
+         {} dropped unrun; counters: run {}, stolen {}, steal attempts {}, global pops {}, \
+         inbox pops {}, parks {}, spins {}, panics {}",
         totals.rounds,
         totals.forced,
         opts.workers,
-        start.elapsed().as_secs_f64(),
-        totals.items,
-        totals.refused,
-        totals.dropped_unrun,
-        s.items_run,
-        s.items_stolen,
-        s.steal_attempts,
-        s.global_pops,
-        s.inbox_pops,
-        s.parks,
-        s.spins,
+        count(totals.items),
+        count(totals.refused),
+        count(totals.dropped_unrun),
+        count(s.items_run),
+        count(s.items_stolen),
+        count(s.steal_attempts),
+        count(s.global_pops),
+        count(s.inbox_pops),
+        count(s.parks),
+        count(s.spins),
         s.panics,
     );
-    Ok(())
+    Ok(Outcome {
+        checked: "every item run exactly once (none twice in forced rounds), panics contained, shutdown drops the rest",
+        count: totals.items,
+        unit: "items",
+    })
 }
 
 fn round(opts: &Opts, seed: u64, end: End, totals: &mut Totals) -> Result<(), String> {

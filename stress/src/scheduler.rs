@@ -31,6 +31,7 @@ use stepsched::{
 };
 
 use crate::Opts;
+use crate::report::{Outcome, count, progress, secs};
 
 /// How a handler completes a command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -333,48 +334,35 @@ fn random_plan(rng: &mut fastrand::Rng) -> Vec<Round> {
         .collect()
 }
 
-/// Peak and current resident set size in KiB, from /proc.
-fn rss_kib() -> (u64, u64) {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    };
-    (field("VmHWM:"), field("VmRSS:"))
-}
-
 type Work = (Completer<StressProc>, u64, Mode);
 
-/// Runs the scenario.
-pub(crate) fn run(opts: &Opts) -> Result<(), String> {
-    // Memory first, while the heap is fresh, so the RSS growth is the
-    // processes' own.
-    idle_memory(opts)?;
-    // One round; in soak mode, rounds until `--seconds` have passed.
+/// Runs the scenario: one round; in soak mode, rounds until `--seconds`
+/// have passed.
+pub(crate) fn run(opts: &Opts) -> Result<Outcome, String> {
     let start = Instant::now();
     let deadline = opts.deadline(start);
     let mut round_no = 0u64;
+    let mut steps = 0u64;
     loop {
         round_no += 1;
         let seed = opts.seed.wrapping_add(round_no - 1);
-        if opts.soak {
-            println!("round {round_no} (seed {seed})");
-        }
-        round(opts, seed)?;
+        steps +=
+            round(opts, seed, steps).map_err(|e| format!("round {round_no} (seed {seed}): {e}"))?;
         if !opts.soak || Instant::now() >= deadline {
             break;
         }
     }
-    Ok(())
+    Ok(Outcome {
+        checked: "every message delivered once; results match plans; terminate and shutdown end every process once (with the state cells of stepsched-process and the routing of stepsched-relay)",
+        count: steps,
+        unit: "steps",
+    })
 }
 
-/// One round of the scenario with its own scheduler, seeded by `seed`.
-fn round(opts: &Opts, seed: u64) -> Result<(), String> {
-    let start = Instant::now();
+/// One round of the scenario with its own scheduler, seeded by `seed`;
+/// returns the steps it ran (`before`: the steps of earlier rounds, for
+/// the progress figure).
+fn round(opts: &Opts, seed: u64, before: u64) -> Result<u64, String> {
     let processes = opts.processes.max(10);
     let sinks = 4usize;
     let total = processes + sinks + 16;
@@ -384,11 +372,14 @@ fn round(opts: &Opts, seed: u64) -> Result<(), String> {
     // Threads that complete commands later.
     let (work_tx, work_rx) = std_mpsc::channel::<Work>();
     let work_rx = Arc::new(Mutex::new(work_rx));
-    let completers: Vec<_> = (0..2)
-        .map(|_| {
+    let completers: Vec<_> = (0..2u64)
+        .map(|i| {
             let rx = work_rx.clone();
             std::thread::spawn(move || {
-                let mut rng = fastrand::Rng::new();
+                // Seeded too: the delays are part of the plan (which
+                // completion comes first is still the threads' race).
+                let mut rng =
+                    fastrand::Rng::with_seed(seed ^ (i + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
                 loop {
                     let job = rx.lock().unwrap().recv();
                     let Ok((completer, arg, mode)) = job else {
@@ -505,8 +496,7 @@ fn round(opts: &Opts, seed: u64) -> Result<(), String> {
         joins.push(join);
         if last_progress.elapsed() >= progress_every {
             last_progress = Instant::now();
-            let stats = handle.stats();
-            print_progress(&stats, start);
+            progress(before + handle.stats().steps);
         }
     }
     drop(term_tx);
@@ -541,8 +531,7 @@ fn round(opts: &Opts, seed: u64) -> Result<(), String> {
         }
     }
     let stats = handle.stats();
-    print_progress(&stats, start);
-    println!();
+    progress(before + stats.steps);
 
     // Shutdown with processes blocked on commands that never complete.
     let blocked_base = processes + sinks;
@@ -623,130 +612,21 @@ fn round(opts: &Opts, seed: u64) -> Result<(), String> {
         ));
     }
 
-    let secs = start.elapsed().as_secs_f64();
     let steals: u64 = stats.workers.iter().map(|w| w.items_stolen).sum();
     let parks: u64 = stats.workers.iter().map(|w| w.parks).sum();
-    let (peak, _) = rss_kib();
     println!(
-        "| processes | steps | steps/s | messages | terminates | steals | parks | shutdown | peak RSS |"
-    );
-    println!("|---|---|---|---|---|---|---|---|---|");
-    println!(
-        "| {} | {} | {:.0} | {} | {} | {} | {} | {:?} (forced {}) | {} MiB |",
-        total,
-        stats.steps,
-        stats.steps as f64 / secs,
-        accepted,
-        terminates,
-        steals,
-        parks,
-        shutdown_took,
+        "scheduler: {total} processes, {} steps, {} messages, {terminates} terminates, {steals} steals, {parks} parks; shutdown in {} (forced {})",
+        count(stats.steps),
+        count(accepted as u64),
+        secs(shutdown_took),
         report.forced,
-        peak / 1024
     );
     // The completer threads end once the scheduler (holding the channel)
     // is gone; they are not joined.
     drop(completers);
     if breaches.is_empty() {
-        Ok(())
+        Ok(stats.steps)
     } else {
         Err(breaches.join("; "))
     }
-}
-
-fn print_progress(stats: &stepsched::Stats, start: Instant) {
-    let steals: u64 = stats.workers.iter().map(|w| w.items_stolen).sum();
-    let parks: u64 = stats.workers.iter().map(|w| w.parks).sum();
-    let secs = start.elapsed().as_secs_f64().max(1e-9);
-    print!(
-        "\r  {:>8} done / {:>8} submitted, {:>10.0} steps/s, {:>7} steals, {:>7} parks   ",
-        stats.completed + stats.failed,
-        stats.submitted,
-        stats.steps as f64 / secs,
-        steals,
-        parks
-    );
-    use std::io::Write;
-    let _ = std::io::stdout().flush();
-}
-
-/// A process that idles until cancelled.
-struct Idle;
-
-impl Process for Idle {
-    type Input = ();
-    type Message = ();
-    type Response = ();
-    type Command = String;
-    type Output = ();
-
-    fn init(&mut self, _: &Context<'_, Self>, _: &str, (): ()) -> Result<(), Error> {
-        Ok(())
-    }
-
-    fn step(
-        &mut self,
-        _cx: &mut Context<'_, Self>,
-        events: Events<'_, ()>,
-        out: &mut StepOutput<String, ()>,
-    ) -> Result<(), Error> {
-        for e in events {
-            if e.is_cancel() {
-                return Err(Error::Cancelled);
-            }
-        }
-        out.set_status(Status::Idle);
-        Ok(())
-    }
-}
-
-/// Memory: `opts.processes` idle processes; prints the RSS they take.
-fn idle_memory(opts: &Opts) -> Result<(), String> {
-    // At least 20 000, or the growth is below the page granularity of RSS.
-    let n = opts.processes.max(20_000);
-    let scheduler: Scheduler<Idle> = Builder::new()
-        .workers(opts.workers)
-        .build()
-        .map_err(|e| format!("build: {e}"))?;
-    let (_, before) = rss_kib();
-    let mut joins = Vec::with_capacity(n);
-    for _ in 0..n {
-        let pid = scheduler.allocate_pid();
-        joins.push(
-            scheduler
-                .submit(pid, Idle, "idle", ())
-                .map_err(|e| format!("submit idle: {e}"))?,
-        );
-    }
-    // Wait until every process has parked idle.
-    let waited = Instant::now();
-    while scheduler.stats().idle < n {
-        std::thread::sleep(Duration::from_millis(20));
-        if waited.elapsed() > Duration::from_secs(600) {
-            return Err("idle processes never parked".into());
-        }
-    }
-    let (peak, after) = rss_kib();
-    let per = (after.saturating_sub(before) * 1024) as f64 / n as f64;
-    println!(
-        "idle memory: {n} idle processes, RSS +{} MiB ({per:.0} bytes per process), peak RSS {} MiB",
-        after.saturating_sub(before) / 1024,
-        peak / 1024
-    );
-    let report = scheduler.shutdown(Duration::from_secs(30));
-    for j in joins {
-        if !matches!(j.join(), Err(Error::Cancelled)) {
-            return Err("an idle process did not end Cancelled".into());
-        }
-    }
-    if report.forced != 0 {
-        return Err(format!("{} idle processes ignored cancel", report.forced));
-    }
-    if n >= 1_000_000 && peak > 1024 * 1024 {
-        return Err(format!(
-            "{n} idle processes need {} MiB, over 1 GiB",
-            peak / 1024
-        ));
-    }
-    Ok(())
 }

@@ -24,7 +24,7 @@ const LOOM_CRATES: &[&str] = &[
 const TASKS: &[(&str, &str)] = &[
     (
         "stress [scenario..] [flags]",
-        "stress scenarios in release mode (deque, mpsc, pool, scheduler, lua; default all); flags: --workers N --processes N --seconds S --seed N --quick; `soak` repeats until --seconds",
+        "stress scenarios in release mode (deque, mpsc, pool, memory, scheduler, lua; default all), a progress bar each and one summary table; flags: --workers N --processes N --seconds S --seed N --quick --json; `soak` repeats until --seconds; `cargo xtask stress --help` describes each; exit 1 on a breach, 2 on a usage error",
     ),
     (
         "loom [--preemptions N] [crate..]",
@@ -112,7 +112,11 @@ fn run(cmd: &mut Command) -> Result<(), String> {
     let line = format!(
         "{}{} {}",
         envs.iter().map(|e| format!("{e} ")).collect::<String>(),
-        cmd.get_program().to_string_lossy(),
+        // `cargo`, not the toolchain's absolute path: a line to copy.
+        Path::new(cmd.get_program())
+            .file_name()
+            .unwrap_or(cmd.get_program())
+            .to_string_lossy(),
         args.join(" ")
     );
     println!("$ {line}");
@@ -153,16 +157,23 @@ fn run_capturing(cmd: &mut Command, prefix: &str) -> Result<Vec<String>, String>
 }
 
 fn stress(args: &[String]) -> Result<(), String> {
-    run(cargo()
-        .args([
-            "run",
-            "--release",
-            "--quiet",
-            "-p",
-            "stepsched-stress",
-            "--",
-        ])
-        .args(args))
+    // Cargo's own build progress stays visible (no `--quiet`): a fresh
+    // release build takes a while. The binary's exit status is passed on
+    // as is (1: an invariant broke, 2: usage), with no line of ours after
+    // its own message.
+    let mut cmd = cargo();
+    cmd.args(["run", "--release", "-p", "stepsched-stress", "--"])
+        .args(args);
+    println!(
+        "$ cargo run --release -p stepsched-stress -- {}",
+        args.join(" ")
+    );
+    let status = cmd.status().map_err(|e| format!("cannot run cargo: {e}"))?;
+    match status.code() {
+        Some(0) => Ok(()),
+        Some(code) => std::process::exit(code),
+        None => Err(format!("the stress run was killed ({status})")),
+    }
 }
 
 fn loom(args: &[String]) -> Result<(), String> {
