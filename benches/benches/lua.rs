@@ -8,97 +8,21 @@
 //! nice -n 19 cargo bench -p stepsched-benches --bench lua -- --quick
 //! ```
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group};
 use stepsched::{
     Builder, Completer, Context, Error, Events, Process, Scheduler, Status, StepOutput,
 };
+use stepsched_benches::CountingAlloc;
 use stepsched_lua::{LuaCommand, LuaProcess, Script, Value};
 
 // ---------------------------------------------------------------------------
-// Counting allocator
-
-/// Whether the allocator counts (only during the memory measurement, so the
-/// timed benchmarks pay one uncontended load per allocation, no RMW).
-static COUNTING: AtomicBool = AtomicBool::new(false);
-/// Net bytes allocated while counting (wrapping: frees of older blocks may
-/// take it below its start; only differences are read).
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-
-/// The system allocator, counting live bytes while [`COUNTING`] is set.
-struct CountingAlloc;
-
-impl CountingAlloc {
-    fn grew(size: usize) {
-        // Relaxed: a statistic; its reader synchronizes with every
-        // allocating thread through a latch before reading, and nothing is
-        // published through it.
-        if COUNTING.load(Ordering::Relaxed) {
-            LIVE.fetch_add(size, Ordering::Relaxed);
-        }
-    }
-
-    fn shrank(size: usize) {
-        // Relaxed: as in `grew`.
-        if COUNTING.load(Ordering::Relaxed) {
-            LIVE.fetch_sub(size, Ordering::Relaxed);
-        }
-    }
-}
-
-// SAFETY: every method forwards to `System` with the arguments it was given,
-// so the `GlobalAlloc` contract is `System`'s; the counting touches no
-// memory the allocator hands out.
-unsafe impl GlobalAlloc for CountingAlloc {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller upholds `alloc`'s contract for `layout`.
-        let ptr = unsafe { System.alloc(layout) };
-        if !ptr.is_null() {
-            Self::grew(layout.size());
-        }
-        ptr
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller upholds `alloc_zeroed`'s contract for `layout`.
-        let ptr = unsafe { System.alloc_zeroed(layout) };
-        if !ptr.is_null() {
-            Self::grew(layout.size());
-        }
-        ptr
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: the caller passes a block this allocator (that is,
-        // `System`) returned for `layout`.
-        unsafe { System.dealloc(ptr, layout) };
-        Self::shrank(layout.size());
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: the caller passes a block `System` returned for `layout`
-        // and a valid `new_size`.
-        let new = unsafe { System.realloc(ptr, layout, new_size) };
-        if !new.is_null() {
-            Self::shrank(layout.size());
-            Self::grew(new_size);
-        }
-        new
-    }
-}
+// Counting allocator (shared with the stress run: `stepsched_benches`)
 
 #[global_allocator]
 static GLOBAL: CountingAlloc = CountingAlloc;
-
-/// Live bytes counted so far.
-fn live_bytes() -> usize {
-    // Relaxed: see `CountingAlloc::grew`.
-    LIVE.load(Ordering::Relaxed)
-}
 
 // ---------------------------------------------------------------------------
 // One scheduler for both kinds of process
@@ -208,11 +132,10 @@ fn memory() {
     const N: usize = 1_000;
     let s = scheduler();
     let script = Script::new("bench.lua", LOOP).unwrap();
-    // Relaxed: a statistic. Allocations of every thread count: `init` runs
-    // here, and the worker's first steps (to `receive()`) are waited for
-    // below through `stats()`.
-    COUNTING.store(true, Ordering::Relaxed);
-    let before = live_bytes();
+    // Allocations of every thread count: `init` runs here, and the
+    // worker's first steps (to `receive()`) are waited for below through
+    // `stats()`.
+    let before = CountingAlloc::start();
     let hs: Vec<_> = (0..N)
         .map(|_| {
             let p = Bench::Lua(LuaProcess::new(script.clone()));
@@ -222,8 +145,8 @@ fn memory() {
     while s.stats().idle < N {
         std::thread::yield_now();
     }
-    let bytes = live_bytes().wrapping_sub(before);
-    COUNTING.store(false, Ordering::Relaxed);
+    let bytes = CountingAlloc::live().wrapping_sub(before);
+    CountingAlloc::stop();
     println!(
         "memory: {N} idle Lua processes: {bytes} bytes, {} bytes per process",
         bytes / N

@@ -50,8 +50,7 @@
 //!
 //! Run with `cargo bench -p stepsched-benches --bench scheduler`.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -60,6 +59,7 @@ use stepsched::{
     Address, Completer, Context, Error, Event, Events, Handle, Pid, Process, Scheduler, Status,
     StepOutput,
 };
+use stepsched_benches::CountingAlloc;
 use tokio::runtime::Runtime;
 use tokio::sync::mpsc;
 
@@ -85,85 +85,10 @@ const IDLE: usize = 100_000;
 const WORKERS: [usize; 2] = [1, 2];
 
 // ---------------------------------------------------------------------------
-// Counting allocator
-
-/// Whether the allocator counts (only during the memory measurement, so the
-/// timed benchmarks pay one uncontended load per allocation, no RMW).
-static COUNTING: AtomicBool = AtomicBool::new(false);
-/// Net bytes allocated while counting (wrapping: frees of older blocks may
-/// take it below its start; only differences are read).
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-
-/// The system allocator, counting live bytes while [`COUNTING`] is set.
-struct CountingAlloc;
-
-impl CountingAlloc {
-    fn grew(size: usize) {
-        // Relaxed: a statistic; its reader synchronizes with every
-        // allocating thread through a latch before reading, and nothing is
-        // published through it.
-        if COUNTING.load(Ordering::Relaxed) {
-            LIVE.fetch_add(size, Ordering::Relaxed);
-        }
-    }
-
-    fn shrank(size: usize) {
-        // Relaxed: as in `grew`.
-        if COUNTING.load(Ordering::Relaxed) {
-            LIVE.fetch_sub(size, Ordering::Relaxed);
-        }
-    }
-}
-
-// SAFETY: every method forwards to `System` with the arguments it was given,
-// so the `GlobalAlloc` contract is `System`'s; the counting touches no
-// memory the allocator hands out.
-unsafe impl GlobalAlloc for CountingAlloc {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller upholds `alloc`'s contract for `layout`.
-        let ptr = unsafe { System.alloc(layout) };
-        if !ptr.is_null() {
-            Self::grew(layout.size());
-        }
-        ptr
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller upholds `alloc_zeroed`'s contract for `layout`.
-        let ptr = unsafe { System.alloc_zeroed(layout) };
-        if !ptr.is_null() {
-            Self::grew(layout.size());
-        }
-        ptr
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: the caller passes a block this allocator (that is,
-        // `System`) returned for `layout`.
-        unsafe { System.dealloc(ptr, layout) };
-        Self::shrank(layout.size());
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: the caller passes a block `System` returned for `layout`
-        // and a valid `new_size`.
-        let new = unsafe { System.realloc(ptr, layout, new_size) };
-        if !new.is_null() {
-            Self::shrank(layout.size());
-            Self::grew(new_size);
-        }
-        new
-    }
-}
+// Counting allocator (shared with the stress run: `stepsched_benches`)
 
 #[global_allocator]
 static GLOBAL: CountingAlloc = CountingAlloc;
-
-/// Live bytes counted so far.
-fn live_bytes() -> usize {
-    // Relaxed: see `CountingAlloc::grew`.
-    LIVE.load(Ordering::Relaxed)
-}
 
 // ---------------------------------------------------------------------------
 // The latch both peers count down
@@ -826,11 +751,10 @@ impl Process for IdleProcess {
 /// Runs `create` (which must return once everything it made is idle) with
 /// the allocator counting; returns the live bytes it added per unit.
 fn bytes_per<T>(units: usize, create: impl FnOnce() -> T) -> (f64, T) {
-    COUNTING.store(true, Ordering::SeqCst);
-    let before = live_bytes();
+    let before = CountingAlloc::start();
     let kept = create();
-    let after = live_bytes();
-    COUNTING.store(false, Ordering::SeqCst);
+    let after = CountingAlloc::live();
+    CountingAlloc::stop();
     let grown = after.wrapping_sub(before) as isize;
     (grown as f64 / units as f64, kept)
 }

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use report::{Outcome, Row, Ticker};
 
 #[global_allocator]
-static ALLOC: memory::CountingAlloc = memory::CountingAlloc;
+static ALLOC: stepsched_benches::CountingAlloc = stepsched_benches::CountingAlloc;
 
 /// Options shared by every scenario.
 #[derive(Debug, Clone)]

@@ -1,12 +1,13 @@
-//! The memory scenario: idle processes, counted by a counting global
-//! allocator (not RSS, which earlier scenarios' heap growth would hide),
-//! each within a per-process bound, checked in every run.
+//! The memory scenario: idle processes, counted by the counting global
+//! allocator the benchmarks use (`stepsched_benches::CountingAlloc`; not
+//! RSS, which earlier scenarios' heap growth would hide), each within a
+//! per-process bound, checked in every run.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use stepsched::{Builder, Context, Error, Events, Process, Scheduler, Status, StepOutput};
+
+use stepsched_benches::CountingAlloc;
 
 use crate::Opts;
 use crate::report::{Outcome, progress};
@@ -15,71 +16,6 @@ use crate::report::{Outcome, progress};
 /// run-queue entry, with room for allocator rounding (a tokio task with an
 /// unbounded channel costs 1 056).
 pub(crate) const MAX_IDLE_BYTES: usize = 1024;
-
-/// Whether the allocator counts (only while this scenario measures).
-static COUNTING: AtomicBool = AtomicBool::new(false);
-/// Net bytes allocated while counting (wrapping: frees of older blocks may
-/// take it below its start; only differences are read).
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-
-/// The system allocator, counting live bytes while [`COUNTING`] is set.
-pub(crate) struct CountingAlloc;
-
-fn grew(size: usize) {
-    // Relaxed: a statistic, read after the counted threads have passed a
-    // point the reader synchronizes with (every process parked idle, read
-    // through the scheduler's stats); nothing is published through it.
-    if COUNTING.load(Ordering::Relaxed) {
-        LIVE.fetch_add(size, Ordering::Relaxed);
-    }
-}
-
-fn shrank(size: usize) {
-    // Relaxed: as in `grew`.
-    if COUNTING.load(Ordering::Relaxed) {
-        LIVE.fetch_sub(size, Ordering::Relaxed);
-    }
-}
-
-// SAFETY: every method forwards to `System` with the arguments it was
-// given, so the `GlobalAlloc` contract is `System`'s; the counting touches
-// no memory the allocator hands out.
-unsafe impl GlobalAlloc for CountingAlloc {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller upholds `alloc`'s contract for `layout`.
-        let ptr = unsafe { System.alloc(layout) };
-        if !ptr.is_null() {
-            grew(layout.size());
-        }
-        ptr
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller upholds `alloc_zeroed`'s contract for `layout`.
-        let ptr = unsafe { System.alloc_zeroed(layout) };
-        if !ptr.is_null() {
-            grew(layout.size());
-        }
-        ptr
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: the caller passes a block `System` returned for `layout`.
-        unsafe { System.dealloc(ptr, layout) };
-        shrank(layout.size());
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: the caller passes a block `System` returned for `layout`
-        // and a valid `new_size`.
-        let new = unsafe { System.realloc(ptr, layout, new_size) };
-        if !new.is_null() {
-            shrank(layout.size());
-            grew(new_size);
-        }
-        new
-    }
-}
 
 /// A process that idles until cancelled.
 struct Idle;
@@ -121,9 +57,9 @@ pub(crate) fn run(opts: &Opts) -> Result<Outcome, String> {
         .build()
         .map_err(|e| format!("build: {e}"))?;
     let mut joins = Vec::with_capacity(n);
-    // Relaxed: see `grew`.
-    COUNTING.store(true, Ordering::Relaxed);
-    let before = LIVE.load(Ordering::Relaxed);
+    // Counting stops after every process has parked idle, which the
+    // scheduler's stats below order before the read.
+    let before = CountingAlloc::start();
     for i in 0..n {
         let pid = scheduler.allocate_pid();
         joins.push(
@@ -140,8 +76,8 @@ pub(crate) fn run(opts: &Opts) -> Result<Outcome, String> {
     while scheduler.stats().idle < n {
         std::thread::yield_now();
     }
-    let bytes = LIVE.load(Ordering::Relaxed).wrapping_sub(before);
-    COUNTING.store(false, Ordering::Relaxed);
+    let bytes = CountingAlloc::live().wrapping_sub(before);
+    CountingAlloc::stop();
     // The process handles are the caller's, not the processes'.
     let handles = joins.capacity() * size_of::<stepsched::JoinHandle<Idle>>();
     let per = bytes.saturating_sub(handles) / n;
