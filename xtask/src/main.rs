@@ -263,27 +263,21 @@ fn bench(args: &[String]) -> Result<(), String> {
 
 fn ci() -> Result<(), String> {
     run(cargo().args(["fmt", "--all", "--", "--check"]))?;
-    run(cargo().args([
-        "clippy",
-        "--workspace",
-        "--all-targets",
-        "--",
-        "-D",
-        "warnings",
-    ]))?;
+    let clippy = |scope: &[&str]| {
+        run(cargo()
+            .arg("clippy")
+            .args(scope)
+            .args(["--all-targets", "--", "-D", "warnings"]))
+    };
+    clippy(&["--workspace"])?;
     // The tracing feature off: no dependency on tracing, no event emitted.
-    run(cargo().args([
-        "clippy",
+    clippy(&[
         "-p",
         "stepsched",
         "-p",
         "stepsched-pool",
         "--no-default-features",
-        "--all-targets",
-        "--",
-        "-D",
-        "warnings",
-    ]))?;
+    ])?;
     run(cargo().args([
         "test",
         "-p",
