@@ -184,7 +184,7 @@ pub(crate) fn run(opts: &Opts) -> Result<Outcome, String> {
     let s = totals.stats;
     println!(
         "pool: {} rounds ({} forced) on {} workers: {} items run, {} refused at shutdown, \
-         {} dropped unrun; counters: run {}, stolen {}, steal attempts {}, global pops {}, \
+         {} dropped unrun; worker counters (of the rounds not ended by a drop): run {}, stolen {}, steal attempts {}, global pops {}, \
          inbox pops {}, parks {}, spins {}, panics {}",
         totals.rounds,
         totals.forced,
