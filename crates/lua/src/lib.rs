@@ -556,11 +556,21 @@ impl Process for LuaProcess {
 }
 
 static TIMER_THREADS: AtomicUsize = AtomicUsize::new(0);
+static TIMER_THREADS_RUNNING: AtomicUsize = AtomicUsize::new(0);
 
 /// How many timer threads [`host_handlers`] has started in this program
 /// (one per scheduler it was called for).
 pub fn timer_threads_started() -> usize {
+    // Relaxed: a statistic; nothing is published through it.
     TIMER_THREADS.load(Ordering::Relaxed)
+}
+
+/// How many of those timer threads are still running (each stops when its
+/// scheduler shuts down).
+pub fn timer_threads_running() -> usize {
+    // Acquire: pairs with the Release decrement at the end of the thread,
+    // which `Timer::stop` joins before it returns.
+    TIMER_THREADS_RUNNING.load(Ordering::Acquire)
 }
 
 type Job = Box<dyn FnOnce() + Send>;
@@ -596,26 +606,51 @@ struct TimerState {
 }
 
 /// One thread that runs jobs at their deadlines (a binary heap and a
-/// condvar). Dropping the last `Timer` stops the thread and drops every
-/// pending job without running it.
+/// condvar). [`Timer::stop`] (at the scheduler's shutdown, or when the last
+/// `Timer` drops) stops the thread and drops every pending job without
+/// running it.
 struct Timer {
     shared: Arc<(Mutex<TimerState>, Condvar)>,
+    thread: Mutex<Option<thread::JoinHandle<()>>>,
 }
 
 impl Timer {
     fn start() -> std::io::Result<Self> {
         let shared = Arc::new((Mutex::new(TimerState::default()), Condvar::new()));
         let inner = Arc::clone(&shared);
-        thread::Builder::new()
-            .name("stepsched-lua-timer".into())
-            .spawn(move || timer_loop(&inner))?;
+        // Relaxed: a statistic (see `timer_threads_started`).
         TIMER_THREADS.fetch_add(1, Ordering::Relaxed);
-        Ok(Timer { shared })
+        // Counted before the thread starts, so a `stop` racing the start
+        // never reads a count the thread's end has not yet added to.
+        // Relaxed: only the decrement publishes (see `timer_threads_running`).
+        TIMER_THREADS_RUNNING.fetch_add(1, Ordering::Relaxed);
+        let thread = thread::Builder::new()
+            .name("stepsched-lua-timer".into())
+            .spawn(move || {
+                timer_loop(&inner);
+                // Release: see `timer_threads_running`.
+                TIMER_THREADS_RUNNING.fetch_sub(1, Ordering::Release);
+            })
+            .inspect_err(|_| {
+                // Relaxed: no thread ran; nothing to publish.
+                TIMER_THREADS_RUNNING.fetch_sub(1, Ordering::Relaxed);
+            })?;
+        Ok(Timer {
+            shared,
+            thread: Mutex::new(Some(thread)),
+        })
     }
 
+    /// Runs `job` after `delay`; once the timer is stopped, drops it at once
+    /// (a dropped completer completes its yield with an error).
     fn after(&self, delay: Duration, job: Job) {
         let (lock, cv) = &*self.shared;
         let mut s = lock.lock().unwrap_or_else(|p| p.into_inner());
+        if s.stopped {
+            drop(s);
+            drop(job);
+            return;
+        }
         s.seq += 1;
         let seq = s.seq;
         s.heap.push(Entry {
@@ -625,10 +660,10 @@ impl Timer {
         });
         cv.notify_one();
     }
-}
 
-impl Drop for Timer {
-    fn drop(&mut self) {
+    /// Stops the thread and waits for it (unless called on it), then drops
+    /// the pending jobs. Idempotent.
+    fn stop(&self) {
         let (lock, cv) = &*self.shared;
         let pending = {
             let mut s = lock.lock().unwrap_or_else(|p| p.into_inner());
@@ -636,9 +671,21 @@ impl Drop for Timer {
             std::mem::take(&mut s.heap)
         };
         cv.notify_one();
+        let thread = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(t) = thread
+            && t.thread().id() != thread::current().id()
+        {
+            let _ = t.join();
+        }
         // Dropped outside the lock: a dropped completer completes its
         // yield with an error.
         drop(pending);
+    }
+}
+
+impl Drop for Timer {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 
@@ -676,9 +723,9 @@ pub type KvStore = Arc<Mutex<HashMap<String, Value>>>;
 ///
 /// - `sleep` (argument: milliseconds) completes with `nil` after that
 ///   long, from one timer thread shared by every process of the scheduler.
-///   The thread stops when the scheduler (which owns the handler) is
-///   dropped; a sleep still pending then is dropped, so its yield completes
-///   with an error.
+///   The thread stops when the scheduler shuts down (or drops); a sleep
+///   still pending then, or asked for after, is dropped, so its yield
+///   completes with an error.
 /// - `kv_put` (argument `{key, value}`) stores a value and completes with
 ///   the previous one (or `nil`); `kv_get` (argument: key) completes with
 ///   the stored value or `nil`.
@@ -688,7 +735,8 @@ where
     P::Message: Send + 'static,
     P::Output: Send + 'static,
 {
-    let timer = Timer::start()?;
+    let timer = Arc::new(Timer::start()?);
+    let stopper = Arc::clone(&timer);
     let kv: KvStore = Arc::default();
     let (get, put) = (Arc::clone(&kv), Arc::clone(&kv));
     let builder = builder
@@ -725,7 +773,10 @@ where
                 None => Err(Error::failed("kv_put: expected {key, value}")),
             };
             done.complete(r);
-        });
+        })
+        // The timer thread ends with the scheduler's shutdown, not with
+        // the last handle.
+        .on_shutdown(move || stopper.stop());
     Ok((builder, kv))
 }
 

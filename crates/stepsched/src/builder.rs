@@ -16,7 +16,7 @@ use crate::primitive::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use crate::primitive::sync::{Arc, Condvar, Mutex};
 use crate::scheduler::Scheduler;
 use crate::shutdown::Shared;
-use crate::slot::{Batches, CompleteHook, Core, Counters, StartHook, Task};
+use crate::slot::{Batches, CompleteHook, Core, Counters, ShutdownHook, StartHook, Task};
 use crate::step::{Factory, Handlers};
 use crossbeam_utils::CachePadded;
 
@@ -59,6 +59,7 @@ pub struct Builder<P: Process> {
     factories: HashMap<String, Factory<P>>,
     on_start: Option<StartHook>,
     on_complete: Option<CompleteHook<P::Output>>,
+    on_shutdown: Vec<ShutdownHook>,
     thread_name: String,
 }
 
@@ -80,6 +81,7 @@ impl<P: SchedProcess> Builder<P> {
             factories: HashMap::new(),
             on_start: None,
             on_complete: None,
+            on_shutdown: Vec::new(),
             thread_name: "stepsched-worker".into(),
         }
     }
@@ -264,6 +266,45 @@ impl<P: SchedProcess> Builder<P> {
         self
     }
 
+    /// A hook run once, when the scheduler has shut down: every process
+    /// has ended and its result is published, and the workers have been
+    /// asked to stop (and joined, unless one is stuck in a step). It runs
+    /// on the thread that ran the shutdown ([`Scheduler::shutdown`],
+    /// [`Handle::shutdown`](crate::Handle::shutdown), or the scheduler's
+    /// drop), outside every lock. Hooks run in the order they were added.
+    ///
+    /// What handlers hold beyond the processes — a timer thread, a
+    /// connection pool — is released here rather than when the last
+    /// handle drops.
+    ///
+    /// ```
+    /// # use stepsched::{Context, Error, Events, Process, Status, StepOutput};
+    /// # struct Nop;
+    /// # impl Process for Nop {
+    /// #     type Input = (); type Message = (); type Response = (); type Command = String; type Output = ();
+    /// #     fn init(&mut self, _: &Context<'_, Self>, _: &str, _: ()) -> Result<(), Error> { Ok(()) }
+    /// #     fn step(&mut self, _cx: &mut Context<'_, Self>, _: Events<'_, ()>, out: &mut StepOutput<String, ()>) -> Result<(), Error> {
+    /// #         out.set_status(Status::Done(()));
+    /// #         Ok(())
+    /// #     }
+    /// # }
+    /// use std::sync::mpsc::channel;
+    /// use std::time::Duration;
+    /// use stepsched::Builder;
+    ///
+    /// let (stopped, rx) = channel();
+    /// let s = Builder::<Nop>::new()
+    ///     .on_shutdown(move || stopped.send("released").unwrap())
+    ///     .build()
+    ///     .unwrap();
+    /// s.shutdown(Duration::from_secs(1));
+    /// assert_eq!(rx.try_recv(), Ok("released"));
+    /// ```
+    pub fn on_shutdown(mut self, hook: impl FnOnce() + Send + 'static) -> Self {
+        self.on_shutdown.push(Box::new(hook));
+        self
+    }
+
     /// Starts the workers.
     ///
     /// # Errors
@@ -288,6 +329,7 @@ impl<P: SchedProcess> Builder<P> {
             drained_cv: Condvar::new(),
             on_start: self.on_start,
             on_complete: self.on_complete,
+            on_shutdown: std::sync::Mutex::new(self.on_shutdown),
             submitted: CachePadded::new(AtomicU64::new(0)),
             counters: (0..=workers)
                 .map(|_| CachePadded::new(Counters::default()))

@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::future::Future;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
 use std::task::{Context as TaskContext, Poll};
 use std::time::{Duration, Instant};
@@ -266,6 +267,12 @@ fn shut_down_once<P: SchedProcess>(core: &Arc<Core<P>>, deadline: Duration) -> S
         }
     }
     trace::debug!(?report, "scheduler shut down");
+    let hooks = std::mem::take(&mut *core.on_shutdown.lock().unwrap_or_else(|p| p.into_inner()));
+    for hook in hooks {
+        if catch_unwind(AssertUnwindSafe(hook)).is_err() {
+            trace::debug!("a shutdown hook panicked");
+        }
+    }
     report
 }
 

@@ -95,6 +95,9 @@ pub(crate) type StartHook = Arc<dyn Fn(Pid) + Send + Sync>;
 /// A process's completion hook.
 pub(crate) type CompleteHook<O> = Arc<dyn Fn(Pid, Result<&O, &Error>) + Send + Sync>;
 
+/// A hook run once, at the end of the shutdown (`Builder::on_shutdown`).
+pub(crate) type ShutdownHook = Box<dyn FnOnce() + Send>;
+
 /// Everything the scheduler's handles and workers share.
 ///
 /// The counters that submits and completions write (`pids`, `live`,
@@ -126,6 +129,10 @@ pub(crate) struct Core<P: Process + 'static> {
     pub(crate) drained_cv: Condvar,
     pub(crate) on_start: Option<StartHook>,
     pub(crate) on_complete: Option<CompleteHook<P::Output>>,
+    /// Taken once, by the one shutdown, at its end. A std mutex in every
+    /// build: it is locked once, by the thread that claimed the shutdown,
+    /// so loom has no interleaving to explore in it.
+    pub(crate) on_shutdown: std::sync::Mutex<Vec<ShutdownHook>>,
     pub(crate) submitted: CachePadded<AtomicU64>,
     /// Steps, results and phase transitions, one cache line per worker
     /// (plus [`SHARED_LINES`] for other threads), so workers never contend

@@ -307,3 +307,43 @@ fn a_racing_second_shutdown_waits_for_the_first() {
     assert!(matches!(h.join(), Err(Error::Cancelled)));
     assert_eq!(probe.closes(), 1);
 }
+
+/// The shutdown hooks run once each, in order, after every process has
+/// ended with its result published and been closed, whatever ends the
+/// scheduler (a shutdown, a second one, the drop); a panicking hook does
+/// not keep the next from running.
+#[test]
+fn shutdown_hooks_run_once_after_every_process_ended() {
+    let probe = Probe::new();
+    let deaf_probe = Probe::new();
+    let (tx, rx) = channel::<(&str, bool, usize)>();
+    let (p1, p2) = (probe.clone(), deaf_probe.clone());
+    let seen: Arc<Mutex<Vec<JoinHandle<FnProc>>>> = Arc::new(Mutex::new(Vec::new()));
+    let held = seen.clone();
+    let tx2 = tx.clone();
+    let s: Sched = Builder::new()
+        .workers(2)
+        .handler("never", never_completing())
+        .on_shutdown(move || {
+            // Every process has its result and was closed once.
+            let all_done = held.lock().unwrap().iter().all(JoinHandle::is_finished);
+            tx.send(("first", all_done, p1.closes() + p2.closes()))
+                .unwrap();
+        })
+        .on_shutdown(|| panic!("a hook that panics"))
+        .on_shutdown(move || tx2.send(("last", true, 0)).unwrap())
+        .build()
+        .unwrap();
+    let h1 = s.submit(pid(1), cooperative(&probe), "main", 0).unwrap();
+    let h2 = s.submit(pid(2), deaf(&deaf_probe), "main", 0).unwrap();
+    probe.wait_steps(1);
+    deaf_probe.wait_steps(1);
+    seen.lock().unwrap().extend([h1, h2]);
+    assert!(rx.try_recv().is_err(), "no hook before the shutdown");
+    s.shutdown(Duration::from_millis(50));
+    assert_eq!(rx.try_recv(), Ok(("first", true, 2)));
+    assert_eq!(rx.try_recv(), Ok(("last", true, 0)));
+    s.shutdown(Duration::from_millis(50));
+    drop(s);
+    assert!(rx.try_recv().is_err(), "a hook ran twice");
+}
