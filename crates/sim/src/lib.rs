@@ -1041,6 +1041,29 @@ where
     }
 }
 
+impl<P: Process> Drop for Sim<P> {
+    /// Closes every process still live (once each, as the scheduler does
+    /// at shutdown); their queued events and pending timers are dropped.
+    fn drop(&mut self) {
+        let (live, timed) = {
+            let mut inner = self.shared.inner.borrow_mut();
+            inner.timers.clear();
+            (
+                std::mem::take(&mut inner.live),
+                std::mem::take(&mut inner.timed),
+            )
+        };
+        for (_, mut entry) in live {
+            entry.cancel.cancel();
+            if let Some(process) = entry.process.take() {
+                close(process);
+            }
+            let _ = catch_unwind(AssertUnwindSafe(move || drop(entry)));
+        }
+        let _ = catch_unwind(AssertUnwindSafe(move || drop(timed)));
+    }
+}
+
 impl<P: Process + 'static> Reach<P> for Sim<P>
 where
     P::Command: Command,

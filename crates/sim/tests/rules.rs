@@ -198,3 +198,43 @@ fn init_errors_and_duplicate_pids_are_refused_and_closed() {
         ]
     );
 }
+
+#[test]
+fn dropping_the_simulator_closes_the_live_processes_once() {
+    /// Waits for messages forever.
+    struct Waiter(Log);
+    impl Process for Waiter {
+        type Input = ();
+        type Message = u32;
+        type Response = ();
+        type Command = &'static str;
+        type Output = ();
+        fn init(&mut self, _: &Context<'_, Self>, _: &str, (): ()) -> Result<(), Error> {
+            Ok(())
+        }
+        fn step(
+            &mut self,
+            _: &mut Context<'_, Self>,
+            _: Events<'_, u32, ()>,
+            out: &mut StepOutput<&'static str, ()>,
+        ) -> Result<(), Error> {
+            out.set_status(Status::Idle);
+            Ok(())
+        }
+        fn close(&mut self) {
+            self.0.borrow_mut().push("close".into());
+        }
+    }
+    let log: Log = Rc::default();
+    let sim: Sim<Waiter> = Sim::builder().build();
+    for _ in 0..3 {
+        let pid = sim.allocate_pid();
+        sim.submit(pid, Waiter(Rc::clone(&log)), "main", ())
+            .unwrap();
+    }
+    let report = sim.run();
+    assert_eq!(report.live, 3);
+    assert!(log.borrow().is_empty(), "nothing closed while live");
+    drop(sim);
+    assert_eq!(*log.borrow(), ["close", "close", "close"]);
+}
