@@ -30,8 +30,18 @@
 //!   value is honoured; upgrades to a named factory fail (the simulator has
 //!   no factories).
 //!
-//! Unlike the scheduler, a step gets every queued event at once (no batch
-//! limit), and the simulator has no process limit and no shutdown.
+//! # Differences from the scheduler
+//!
+//! - A step gets every queued event at once (the scheduler takes at most
+//!   256 per step).
+//! - There is one order of events per seed, not the scheduler's races: a
+//!   handler that completes during dispatch queues its completion like
+//!   any other event, for a later step; the scheduler may step the process
+//!   again at once with it.
+//! - No process limit and no shutdown; no cancel events are delivered (a
+//!   terminated process is not stepped again, and its [`CancelToken`] is
+//!   cancelled). Dropping the [`Sim`] closes the processes still live.
+//! - Processes, their value types and handlers need not be `Send`.
 //!
 //! # Commands
 //!

@@ -123,8 +123,9 @@ impl Process for Work {
 
 const WORKERS: u64 = 6;
 
-/// The results in the simulator: the collector's, then each worker's.
-fn simulated(seed: u64) -> Result<Vec<u64>, String> {
+/// The results in the simulator (the collector's, then each worker's),
+/// and the trace.
+fn simulated_with_trace(seed: u64) -> (Result<Vec<u64>, String>, String) {
     let sim: Sim<Work> = Sim::builder()
         .seed(seed)
         .faults(Faults {
@@ -148,7 +149,7 @@ fn simulated(seed: u64) -> Result<Vec<u64>, String> {
         })
         .collect();
     sim.run();
-    std::iter::once(collector)
+    let results = std::iter::once(collector)
         .chain(workers)
         .map(|pid| match sim.take_result(pid) {
             Some(Ok(v)) => Ok(v),
@@ -157,7 +158,13 @@ fn simulated(seed: u64) -> Result<Vec<u64>, String> {
                 sim.trace_text()
             )),
         })
-        .collect()
+        .collect();
+    (results, sim.trace_text())
+}
+
+/// The results in the simulator: the collector's, then each worker's.
+fn simulated(seed: u64) -> Result<Vec<u64>, String> {
+    simulated_with_trace(seed).0
 }
 
 /// The same results from the real scheduler, on two workers.
@@ -213,5 +220,12 @@ proptest! {
         let results = simulated(seed).map_err(TestCaseError::fail)?;
         prop_assert_eq!(results[0], collector, "seed {}", seed);
         prop_assert_eq!(&results[1..], &workers[..], "seed {}", seed);
+    }
+
+    #[test]
+    fn any_seed_replays_its_trace_byte_for_byte(seed in any::<u64>()) {
+        let (_, first) = simulated_with_trace(seed);
+        let (_, second) = simulated_with_trace(seed);
+        prop_assert_eq!(first, second, "seed {}", seed);
     }
 }
