@@ -807,6 +807,11 @@ where
     fn park(&self, pid: Pid, process: P, again: bool) {
         let mut inner = self.inner.borrow_mut();
         let entry = inner.live.get_mut(&pid).expect("a stepped process is live");
+        if entry.terminated {
+            // Terminated by an upgrade's `init`: no new step starts.
+            drop(inner);
+            return self.end(pid, Some(process), Err(Error::Terminated));
+        }
         entry.process = Some(process);
         entry.running = false;
         if again || !entry.pending.is_empty() {

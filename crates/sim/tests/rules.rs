@@ -30,6 +30,8 @@ enum Plan {
     Spawn,
     /// Upgrades to a probe that finishes with 9.
     Upgrade,
+    /// Upgrades to a probe whose `init` terminates it.
+    UpgradeToQuitter,
     /// Finishes with 7 after sending 7 to its parent.
     Child(Pid),
     /// Finishes with 9.
@@ -59,11 +61,14 @@ impl Process for Probe {
     type Command = &'static str;
     type Output = u32;
 
-    fn init(&mut self, _: &Context<'_, Self>, method: &str, (): ()) -> Result<(), Error> {
+    fn init(&mut self, ctx: &Context<'_, Self>, method: &str, (): ()) -> Result<(), Error> {
         self.log.borrow_mut().push(format!("init {}", self.name));
         match method {
             "main" => Ok(()),
             "panic" => panic!("init broke"),
+            "quit" => ctx
+                .terminate(ctx.pid())
+                .map_err(|e| Error::failed(e.to_string())),
             other => Err(Error::UnknownMethod(other.into())),
         }
     }
@@ -102,7 +107,14 @@ impl Process for Probe {
                 let next = Probe::new("upgraded", Plan::Nine, &self.log);
                 ctx.upgrade(next, "main", ());
             }
-            Plan::Nine => out.set_status(Status::Done(9)),
+            Plan::UpgradeToQuitter => {
+                let next = Probe::new("quitter", Plan::Nine, &self.log);
+                ctx.upgrade(next, "quit", ());
+            }
+            Plan::Nine => {
+                self.log.borrow_mut().push(format!("step {}", self.name));
+                out.set_status(Status::Done(9));
+            }
         }
         Ok(())
     }
@@ -131,6 +143,7 @@ fn every_path_closes_once_and_publishes_its_result() {
         ("self", Plan::TerminateSelf),
         ("spawn", Plan::Spawn),
         ("upgrade", Plan::Upgrade),
+        ("quit", Plan::UpgradeToQuitter),
     ];
     let pids: Vec<Pid> = plans
         .iter()
@@ -154,11 +167,18 @@ fn every_path_closes_once_and_publishes_its_result() {
     );
     assert_eq!(results[4], Ok(7), "the spawned child's message");
     assert_eq!(results[5], Ok(9), "the upgraded process's result");
+    assert_eq!(results[6], Err(Error::Terminated), "terminated in its init");
     assert_eq!(calls.get(), 0, "a Done step's yields are not dispatched");
     let log = log.borrow();
-    for name in [
-        "done", "fail", "panic", "self", "spawn", "child", "upgrade", "upgraded",
-    ] {
+    assert!(
+        !log.iter().any(|l| l == "step quitter"),
+        "no step after a terminate: {log:?}"
+    );
+    assert!(log.iter().any(|l| l == "step upgraded"));
+    let names = [
+        "done", "fail", "panic", "self", "spawn", "child", "upgrade", "upgraded", "quit", "quitter",
+    ];
+    for name in names {
         let closes = log
             .iter()
             .filter(|l| **l == format!("close {name}"))
@@ -194,7 +214,8 @@ fn init_errors_and_duplicate_pids_are_refused_and_closed() {
     assert_eq!(
         *log.borrow(),
         [
-            "init a", "close a", "init b", "close b", "init c", "init d", "close d", "close c"
+            "init a", "close a", "init b", "close b", "init c", "init d", "close d", "step c",
+            "close c"
         ]
     );
 }
