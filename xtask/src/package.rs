@@ -26,6 +26,7 @@ const PUBLISHED: &[&str] = &[
     "stepsched-relay",
     "stepsched",
     "stepsched-lua",
+    "stepsched-sim",
 ];
 
 /// Crates a user's build must never see: model checking, benchmark peers,
