@@ -67,6 +67,7 @@
 #![cfg_attr(not(test), warn(missing_docs))]
 
 mod cancel;
+mod command;
 mod error;
 mod event;
 mod output;
@@ -78,6 +79,7 @@ mod reach;
 pub mod state;
 
 pub use cancel::CancelToken;
+pub use command::Command;
 pub use error::{BoxError, Error};
 pub use event::{Event, EventKind, Events, Tag};
 pub use output::{INLINE_YIELDS, Status, StepOutput, Yield, Yields, YieldsDrain, YieldsIter};

@@ -45,11 +45,9 @@
 //!
 //! # Commands
 //!
-//! The scheduler's `Command` trait lives in the `stepsched` facade, which
-//! this crate does not depend on (it sits beside the facade, on
-//! `stepsched-process` alone), so the simulator has its own [`Command`]
-//! trait with the same single method. A command type used with both
-//! implements both; each impl is one line.
+//! A handler is found by the name a command gives through [`Command`], the
+//! trait of `stepsched-process` that the `stepsched` scheduler re-exports
+//! too: a command type implements it once for both.
 //!
 //! # Example
 //!
@@ -101,6 +99,7 @@ use std::rc::{Rc, Weak};
 use std::time::Duration;
 
 use fastrand::Rng;
+pub use stepsched_process::Command;
 use stepsched_process::{
     CancelToken, Context, Error, Event, Package, Pid, Process, Reach, SendError, Status,
     StepOutput, SubmitError, Tag, TerminateError, UpgradeTo,
@@ -123,38 +122,6 @@ pub fn seed_from_env(default: u64) -> u64 {
         .ok()
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(default)
-}
-
-/// A command a process yields: it names the handler that serves it (the
-/// simulator's copy of the scheduler's `Command` trait; see the crate
-/// documentation).
-///
-/// ```
-/// use stepsched_sim::Command;
-///
-/// enum Io { Read, Write }
-/// impl Command for Io {
-///     fn name(&self) -> &str {
-///         match self { Io::Read => "read", Io::Write => "write" }
-///     }
-/// }
-/// assert_eq!(Io::Write.name(), "write");
-/// ```
-pub trait Command {
-    /// The name of the handler to dispatch this command to.
-    fn name(&self) -> &str;
-}
-
-impl Command for String {
-    fn name(&self) -> &str {
-        self
-    }
-}
-
-impl Command for &'static str {
-    fn name(&self) -> &str {
-        self
-    }
 }
 
 /// Faults the simulator injects, each drawn from the seeded generator, so

@@ -11,12 +11,8 @@ use stepsched_sim::{Faults, Sim};
 /// "Double this number", served by a handler of the name `double`.
 struct Double(u64);
 
-impl stepsched::Command for Double {
-    fn name(&self) -> &str {
-        "double"
-    }
-}
-
+// One impl serves both hosts: the scheduler and the simulator re-export
+// the same trait.
 impl stepsched_sim::Command for Double {
     fn name(&self) -> &str {
         "double"

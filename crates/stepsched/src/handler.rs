@@ -1,4 +1,4 @@
-//! Command dispatch: the [`Command`] a yield carries, the [`Handler`] that
+//! Command dispatch: the [`Command`](crate::Command) a yield carries, the [`Handler`] that
 //! serves it, and the [`Completer`] through which the handler answers.
 
 use std::cell::Cell;
@@ -11,47 +11,10 @@ use crate::primitive::sync::Arc;
 use crate::primitive::thread_local;
 use crate::slot::Slot;
 
-/// A command a process yields: it names the handler that serves it.
-///
-/// ```
-/// use stepsched::Command;
-///
-/// enum Io {
-///     Read(String),
-///     Sleep(u64),
-/// }
-///
-/// impl Command for Io {
-///     fn name(&self) -> &str {
-///         match self {
-///             Io::Read(_) => "read",
-///             Io::Sleep(_) => "sleep",
-///         }
-///     }
-/// }
-/// assert_eq!(Io::Sleep(5).name(), "sleep");
-/// ```
-pub trait Command {
-    /// The name of the handler to dispatch this command to.
-    fn name(&self) -> &str;
-}
-
-impl Command for String {
-    fn name(&self) -> &str {
-        self
-    }
-}
-
-impl Command for &'static str {
-    fn name(&self) -> &str {
-        self
-    }
-}
-
 /// One variant of a command enum, served by a handler of its own that
 /// receives the variant's data, not the enum: see
 /// [`Builder::on`](crate::Builder::on). [`commands!`](crate::commands)
-/// writes the enum, its [`Command`] impl and these impls.
+/// writes the enum, its [`Command`](crate::Command) impl and these impls.
 ///
 /// ```
 /// use stepsched::{Command, Variant};
@@ -81,7 +44,7 @@ impl Command for &'static str {
 /// assert_eq!(Sleep::from_command(Io::Sleep(Sleep(5))).map(|s| s.0).ok(), Some(5));
 /// ```
 pub trait Variant<C>: Sized {
-    /// The name commands of this variant report ([`Command::name`]).
+    /// The name commands of this variant report ([`Command::name`](crate::Command::name)).
     const NAME: &'static str;
     /// The variant's data, or the command back if it is another variant.
     ///
@@ -92,7 +55,7 @@ pub trait Variant<C>: Sized {
 }
 
 /// Declares a command enum whose variants each hold one type of their own,
-/// with its [`Command`] impl (each variant's name given after `=`), a
+/// with its [`Command`](crate::Command) impl (each variant's name given after `=`), a
 /// [`Variant`] impl per held type (for [`Builder::on`](crate::Builder::on))
 /// and `From` each held type into the enum.
 ///

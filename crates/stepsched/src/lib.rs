@@ -166,12 +166,13 @@ pub use primitive::once::eager_event_queues;
 pub use address::Address;
 pub use builder::Builder;
 pub use handle::Handle;
-pub use handler::{Command, Completer, Handler, Variant};
+pub use handler::{Completer, Handler, Variant};
 pub use join::JoinHandle;
 pub use scheduler::{Scheduler, Shutdown};
 pub use shutdown::ShutdownReport;
 pub use stats::Stats;
 pub use stepsched_pool::WorkerStats;
+pub use stepsched_process::Command;
 pub use stepsched_process::{
     CancelToken, Context, Error, Event, EventKind, Events, Package, Pid, Process, SendError,
     Status, StepOutput, SubmitError, Tag, TerminateError, Yield,

@@ -29,12 +29,13 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use stepsched_pool::WorkerContext;
 use stepsched_process::{
-    Context, Error, EventKind, Finish, Park, Process, Start, Status, StepOutput, Upgrade, UpgradeTo,
+    Command, Context, Error, EventKind, Finish, Park, Process, Start, Status, StepOutput, Upgrade,
+    UpgradeTo,
 };
 
 use crate::SchedProcess;
 use crate::handle::Handle;
-use crate::handler::{Command, Completer, Handler};
+use crate::handler::{Completer, Handler};
 use crate::primitive::sync::Arc;
 use crate::primitive::sync::atomic::Ordering;
 use crate::slot::{Core, Counters, Ev, Slot, Task, Waiting, bump, bump_by, init_caught};
