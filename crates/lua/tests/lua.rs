@@ -1,6 +1,5 @@
 //! Lua processes on a stepsched scheduler.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use stepsched::{
@@ -9,28 +8,8 @@ use stepsched::{
 };
 use stepsched_lua::{LuaCommand, LuaProcess, Script, Value, host_handlers};
 
-/// A guard, not a timing assumption: a process that has not ended by then
-/// is a hang, reported as a failure instead of a stuck test run.
-const HANG: Duration = Duration::from_secs(120);
-
-/// Joins `h`, failing the test if the process has not ended within [`HANG`].
-fn done<P: stepsched::SchedProcess>(h: stepsched::JoinHandle<P>) -> Result<P::Output, Error> {
-    h.join_timeout(HANG)
-        .unwrap_or_else(|_| panic!("the process did not end within {HANG:?}"))
-}
-
-fn script(name: &str, src: &str) -> Arc<Script> {
-    Script::new(name, src).unwrap()
-}
-
-fn table(pairs: Vec<(&str, Value)>) -> Value {
-    Value::Table(
-        pairs
-            .into_iter()
-            .map(|(k, v)| (Value::from(k), v))
-            .collect(),
-    )
-}
+mod common;
+use common::{done, script, table};
 
 fn lua_only(workers: usize) -> Scheduler<LuaProcess> {
     let (b, _kv) = host_handlers(Builder::new().workers(workers)).unwrap();

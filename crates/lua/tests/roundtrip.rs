@@ -2,15 +2,12 @@
 //! unchanged, as a process's input returned as its result, and through a
 //! message a Lua process receives and sends back.
 
-use std::time::Duration;
-
 use proptest::prelude::*;
 use stepsched::{Builder, Scheduler};
 use stepsched_lua::{LuaProcess, Script, Value};
 
-/// A guard, not a timing assumption: a process that has not ended by then
-/// is a hang, reported as a failure.
-const HANG: Duration = Duration::from_secs(120);
+mod common;
+use common::HANG;
 
 /// Scalars, excluding what a Lua value cannot hold unchanged: NaN (not
 /// equal to itself).

@@ -3,35 +3,11 @@
 //! timer thread of the scheduler. In its own test binary, so the program-wide
 //! count of timer threads sees no other test's scheduler.
 
-use std::sync::Arc;
-
 use stepsched::{Builder, Scheduler};
-use stepsched_lua::{LuaProcess, Script, Value, host_handlers, timer_threads_started};
+use stepsched_lua::{LuaProcess, Value, host_handlers, timer_threads_started};
 
-/// A guard, not a timing assumption: a process that has not ended by then
-/// is a hang, reported as a failure instead of a stuck test run.
-const HANG: std::time::Duration = std::time::Duration::from_secs(120);
-
-/// Joins `h`, failing the test if the process has not ended within [`HANG`].
-fn done<P: stepsched::SchedProcess>(
-    h: stepsched::JoinHandle<P>,
-) -> Result<P::Output, stepsched::Error> {
-    h.join_timeout(HANG)
-        .unwrap_or_else(|_| panic!("the process did not end within {HANG:?}"))
-}
-
-fn script(name: &str, src: &str) -> Arc<Script> {
-    Script::new(name, src).unwrap()
-}
-
-fn table(pairs: Vec<(&str, Value)>) -> Value {
-    Value::Table(
-        pairs
-            .into_iter()
-            .map(|(k, v)| (Value::from(k), v))
-            .collect(),
-    )
-}
+mod common;
+use common::{done, script, table};
 
 fn lua_only(workers: usize) -> Scheduler<LuaProcess> {
     let (b, _kv) = host_handlers(Builder::new().workers(workers)).unwrap();

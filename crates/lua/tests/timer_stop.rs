@@ -7,6 +7,9 @@ use std::time::Duration;
 use stepsched::Builder;
 use stepsched_lua::{LuaProcess, Script, Value, host_handlers, timer_threads_running};
 
+mod common;
+use common::HANG;
+
 #[test]
 fn the_timer_thread_stops_at_shutdown_and_a_pending_sleep_is_cancelled() {
     let (b, _kv) = host_handlers(Builder::new().workers(1)).unwrap();
@@ -26,9 +29,7 @@ fn the_timer_thread_stops_at_shutdown_and_a_pending_sleep_is_cancelled() {
     }
     let report = s.shutdown(Duration::from_secs(30));
     assert_eq!(report.cancelled, 1);
-    let r = h
-        .join_timeout(Duration::from_secs(120))
-        .expect("the process ended at shutdown");
+    let r = h.join_timeout(HANG).expect("the process ended at shutdown");
     assert!(matches!(r, Err(ref e) if e.is_cancelled()), "{r:?}");
     // The scheduler is still alive; its timer thread is not.
     assert_eq!(timer_threads_running(), 0);
