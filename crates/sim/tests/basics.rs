@@ -185,7 +185,7 @@ fn a_thousand_sleeps_of_50ms_take_50ms_of_virtual_time() {
     let pids: Vec<Pid> = (0..1000)
         .map(|n| {
             let pid = sim.allocate_pid();
-            sim.submit(pid, Actor::Idler, "sleep", n).unwrap()
+            sim.submit(pid, Actor::Idler, "sleep", n).unwrap().pid()
         })
         .collect();
     let report = sim.run();
@@ -308,7 +308,7 @@ fn faults_are_reproducible_and_injected() {
         let pids: Vec<Pid> = (0..50)
             .map(|n| {
                 let pid = sim.allocate_pid();
-                sim.submit(pid, Actor::Idler, "sleep", n).unwrap()
+                sim.submit(pid, Actor::Idler, "sleep", n).unwrap().pid()
             })
             .collect();
         sim.run();
@@ -339,7 +339,7 @@ fn faults_are_reproducible_and_injected() {
     let pids: Vec<Pid> = (0..20)
         .map(|_| {
             let pid = sim.allocate_pid();
-            sim.submit(pid, Actor::Idler, "main", 0).unwrap()
+            sim.submit(pid, Actor::Idler, "main", 0).unwrap().pid()
         })
         .collect();
     for _ in 0..5 {

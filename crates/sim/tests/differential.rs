@@ -134,25 +134,32 @@ fn simulated_with_trace(seed: u64) -> (Result<Vec<u64>, String>, String) {
             done.complete(Ok(n * 2));
         })
         .build();
+    // The same calls as `scheduled` below: submit, then join each.
     let collector = sim.allocate_pid();
-    sim.submit(collector, Work::New, "collector", (None, 2 * WORKERS))
+    let collector_join = sim
+        .submit(collector, Work::New, "collector", (None, 2 * WORKERS))
         .unwrap();
-    let workers: Vec<Pid> = (1..=WORKERS)
+    let joins: Vec<_> = (1..=WORKERS)
         .map(|k| {
             let pid = sim.allocate_pid();
             sim.submit(pid, Work::New, "worker", (Some(collector), k))
                 .unwrap()
         })
         .collect();
-    sim.run();
-    let results = std::iter::once(collector)
-        .chain(workers)
-        .map(|pid| match sim.take_result(pid) {
-            Some(Ok(v)) => Ok(v),
-            other => Err(format!(
-                "seed {seed}: {pid} gave {other:?}\n{}",
-                sim.trace_text()
-            )),
+    let results = std::iter::once(collector_join)
+        .chain(joins)
+        .map(|join| {
+            let pid = join.pid();
+            // An hour of virtual time is "never" here: a stuck process
+            // comes back as an error with the trace, not a panic.
+            match join.join_timeout(Duration::from_secs(3600)) {
+                Ok(Ok(v)) => Ok(v),
+                other => Err(format!(
+                    "seed {seed}: {pid} gave {:?}\n{}",
+                    other.map_err(|_| "no result"),
+                    sim.trace_text()
+                )),
+            }
         })
         .collect();
     (results, sim.trace_text())

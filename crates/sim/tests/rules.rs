@@ -151,6 +151,7 @@ fn every_path_closes_once_and_publishes_its_result() {
             let pid = sim.allocate_pid();
             sim.submit(pid, Probe::new(name, plan, &log), "main", ())
                 .unwrap()
+                .pid()
         })
         .collect();
     let report = sim.run();
