@@ -1,6 +1,7 @@
 //! The simulator against the real scheduler, on a workload whose results do
 //! not depend on the order of steps: every seed (with reordering and delay
-//! faults on) must give the scheduler's results.
+//! faults on) must give the scheduler's results; and a shutdown gives the
+//! scheduler's results and report.
 
 use std::time::Duration;
 
@@ -35,6 +36,9 @@ enum Work {
         left: u64,
         total: u64,
     },
+    /// Counts messages until its cancel event, then stops with
+    /// `Cancelled`.
+    Listener,
 }
 
 impl Process for Work {
@@ -58,6 +62,7 @@ impl Process for Work {
                 waiting: n,
             },
             ("collector", None) => Work::Collector { left: n, total: 0 },
+            ("listener", None) => Work::Listener,
             _ => return Err(Error::UnknownMethod(method.into())),
         };
         Ok(())
@@ -71,6 +76,15 @@ impl Process for Work {
     ) -> Result<(), Error> {
         match self {
             Work::New => return Err(Error::failed("stepped before init")),
+            Work::Listener => {
+                for event in events {
+                    if event.is_cancel() {
+                        assert!(ctx.is_cancelled(), "the token is cancelled first");
+                        return Err(Error::Cancelled);
+                    }
+                }
+                out.set_status(Status::Idle);
+            }
             Work::Worker {
                 collector,
                 k,
@@ -119,6 +133,9 @@ impl Process for Work {
 
 const WORKERS: u64 = 6;
 
+/// How many seeds the simulator is checked on against the scheduler.
+const SEEDS: u64 = 10_000;
+
 /// The results in the simulator (the collector's, then each worker's),
 /// and the trace.
 fn simulated_with_trace(seed: u64) -> (Result<Vec<u64>, String>, String) {
@@ -126,6 +143,7 @@ fn simulated_with_trace(seed: u64) -> (Result<Vec<u64>, String>, String) {
         .seed(seed)
         .faults(Faults {
             reorder: 0.5,
+            short_batch: 0.3,
             delay: 0.5,
             max_delay: Duration::from_millis(5),
             ..Faults::default()
@@ -208,8 +226,72 @@ fn every_seed_gives_the_real_schedulers_results() {
         workers.iter().sum::<u64>() + WORKERS * 1_000_000
     );
     let start = stepsched_sim::seed_from_env(0);
-    for seed in start..start + 200 {
+    for seed in start..start + SEEDS {
         assert_eq!(simulated(seed), Ok(expected.clone()), "seed {seed}");
+    }
+}
+
+const LISTENERS: u64 = 6;
+
+/// Listeners that got messages, shut down: their results and the report,
+/// in the simulator.
+fn simulated_shutdown(seed: u64) -> (Vec<Result<u64, Error>>, (usize, usize)) {
+    let sim: Sim<Work> = Sim::builder()
+        .seed(seed)
+        .faults(Faults {
+            reorder: 0.5,
+            short_batch: 0.3,
+            ..Faults::default()
+        })
+        .build();
+    let joins: Vec<_> = (0..LISTENERS)
+        .map(|n| {
+            let join = sim
+                .submit(sim.allocate_pid(), Work::New, "listener", (None, 0))
+                .unwrap();
+            sim.send(join.pid(), n).unwrap();
+            join
+        })
+        .collect();
+    let report = sim.shutdown(Duration::from_secs(60));
+    let results = joins.into_iter().map(|j| j.join()).collect();
+    (results, (report.cancelled, report.forced))
+}
+
+/// The same in the scheduler.
+fn scheduled_shutdown() -> (Vec<Result<u64, Error>>, (usize, usize)) {
+    let scheduler = stepsched::Scheduler::<Work>::builder()
+        .workers(2)
+        .build()
+        .unwrap();
+    let joins: Vec<_> = (0..LISTENERS)
+        .map(|n| {
+            let join = scheduler
+                .submit(scheduler.allocate_pid(), Work::New, "listener", (None, 0))
+                .unwrap();
+            scheduler.send(join.pid(), n).unwrap();
+            join
+        })
+        .collect();
+    // Every listener stops on its cancel event: the shutdown returns as
+    // soon as they have, long before the deadline.
+    let report = scheduler.shutdown(Duration::from_secs(60));
+    let results = joins.into_iter().map(|j| j.join()).collect();
+    (results, (report.cancelled, report.forced))
+}
+
+#[test]
+fn a_shutdown_gives_the_real_schedulers_results_and_report() {
+    let expected = scheduled_shutdown();
+    assert_eq!(
+        expected,
+        (
+            (0..LISTENERS).map(|_| Err(Error::Cancelled)).collect(),
+            (6, 0)
+        )
+    );
+    for seed in 0..200 {
+        assert_eq!(simulated_shutdown(seed), expected, "seed {seed}");
     }
 }
 

@@ -14,7 +14,7 @@
 use std::time::Duration;
 
 use stepsched_process::{Context, Error, Event, Events, Pid, Process, Status, StepOutput};
-use stepsched_sim::{Faults, Sim};
+use stepsched_sim::{Builder, Faults, Sim};
 
 pub(crate) enum Actor {
     Counter {
@@ -109,16 +109,25 @@ impl Process for Actor {
     }
 }
 
+/// The faults of the search: a rare delay of the acknowledgment.
+pub(crate) fn faults() -> Faults {
+    Faults {
+        delay: 0.05,
+        max_delay: Duration::from_millis(3),
+        ..Faults::default()
+    }
+}
+
 /// The counter's final value under `seed` (2 unless an increment was
 /// lost), and the trace.
 pub(crate) fn final_count(seed: u64, fixed: bool) -> (u32, String) {
-    let sim: Sim<Actor> = Sim::builder()
-        .seed(seed)
-        .faults(Faults {
-            delay: 0.05,
-            max_delay: Duration::from_millis(3),
-            ..Faults::default()
-        })
+    count_with(Sim::builder().seed(seed).faults(faults()), fixed)
+}
+
+/// The counter's final value on a simulator built by `builder` (its seed
+/// and faults), and the trace.
+pub(crate) fn count_with(builder: Builder<Actor>, fixed: bool) -> (u32, String) {
+    let sim = builder
         .handler("store", |_, done| {
             done.complete(Ok(()));
         })
@@ -136,14 +145,14 @@ pub(crate) fn final_count(seed: u64, fixed: bool) -> (u32, String) {
         expected: 2,
         next_tag: 0,
     };
-    sim.submit(counter, state, "main", ()).unwrap();
+    let join = sim.submit(counter, state, "main", ()).unwrap();
     for think in [false, true] {
         let client = sim.allocate_pid();
         sim.submit(client, Actor::Client { counter, think }, "main", ())
             .unwrap();
     }
     let report = sim.run();
-    assert_eq!(report.live, 0, "seed {seed}:\n{}", sim.trace_text());
-    let count = sim.take_result(counter).unwrap().unwrap();
+    assert_eq!(report.live, 0, "seed {}:\n{}", sim.seed(), sim.trace_text());
+    let count = join.join().unwrap();
     (count, sim.trace_text())
 }
