@@ -227,12 +227,12 @@ impl<C> Yields<C> {
     /// assert!(ys.is_empty());
     /// ```
     pub fn drain(&mut self) -> YieldsDrain<'_, C> {
-        let [a, b] = &mut self.inline;
-        let inline = [a.take(), b.take()];
+        // The slots are taken one by one as the iterator reaches them (and
+        // by its `Drop` for the rest): no copy of the inline array is made.
         let inline_left = std::mem::take(&mut self.inline_len);
         YieldsDrain {
             inline_left,
-            inline: inline.into_iter().flatten(),
+            inline: self.inline.iter_mut(),
             overflow: self.overflow.drain(..),
         }
     }
@@ -309,27 +309,39 @@ impl<C> fmt::Debug for YieldsIter<'_, C> {
 
 /// Draining iterator over a [`Yields`], from [`Yields::drain`].
 pub struct YieldsDrain<'a, C> {
+    /// How many of the slots `inline` has still to give are `Some`.
     inline_left: usize,
-    inline: std::iter::Flatten<std::array::IntoIter<Option<Yield<C>>, INLINE_YIELDS>>,
+    inline: std::slice::IterMut<'a, Option<Yield<C>>>,
     overflow: std::vec::Drain<'a, Yield<C>>,
 }
 
 impl<C> Iterator for YieldsDrain<'_, C> {
     type Item = Yield<C>;
 
+    #[inline]
     fn next(&mut self) -> Option<Yield<C>> {
-        match self.inline.next() {
-            Some(y) => {
-                self.inline_left -= 1;
-                Some(y)
-            }
-            None => self.overflow.next(),
+        if self.inline_left > 0 {
+            self.inline_left -= 1;
+            // Slots below the drained `inline_len` are `Some`.
+            return self.inline.next().and_then(Option::take);
         }
+        self.overflow.next()
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
         let n = self.inline_left + self.overflow.len();
         (n, Some(n))
+    }
+}
+
+impl<C> Drop for YieldsDrain<'_, C> {
+    fn drop(&mut self) {
+        // The inline yields not reached are dropped here, so every slot is
+        // `None` again (`Yields`' invariant with `inline_len` 0); the
+        // overflow's `Drain` drops its own.
+        for slot in self.inline.by_ref().take(self.inline_left) {
+            drop(slot.take());
+        }
     }
 }
 

@@ -321,6 +321,7 @@ impl State {
     ///
     /// assert!(!StateCell::new().load().is_complete());
     /// ```
+    #[inline]
     pub fn is_complete(self) -> bool {
         self.0 & PHASE_MASK == COMPLETE
     }
@@ -545,6 +546,7 @@ impl StateCell {
     ///
     /// assert_eq!(StateCell::new().load().phase(), Phase::Ready);
     /// ```
+    #[inline]
     pub fn load(&self) -> State {
         // Acquire: a caller that sees Complete also sees what the completing
         // worker wrote before its Release transition.

@@ -3,6 +3,7 @@
 
 use std::cell::Cell;
 use std::fmt;
+use std::mem::ManuallyDrop;
 
 use stepsched_process::{Error, Event, Pid, Process, Tag};
 
@@ -140,6 +141,7 @@ where
     P: SchedProcess,
     F: Fn(P::Command, Completer<P>) + Send + Sync + 'static,
 {
+    #[inline]
     fn handle(&self, command: P::Command, completer: Completer<P>) {
         self(command, completer)
     }
@@ -151,7 +153,7 @@ where
 /// process has ended by the time it completes, the completion is dropped
 /// and reaches nothing (see [`complete`](Completer::complete)).
 pub struct Completer<P: Process + 'static> {
-    slot: Option<Arc<Slot<P>>>,
+    slot: Arc<Slot<P>>,
     tag: Tag,
     /// `Slot::wake`, taken where `P: SchedProcess` is known, so that `Drop`
     /// (which cannot ask for more bounds than the type) can call it.
@@ -164,7 +166,7 @@ impl<P: SchedProcess> Completer<P> {
         // reused, so it cannot reach a later process with the same PID; once
         // its process has closed, its queue refuses the completion.
         Completer {
-            slot: Some(slot),
+            slot,
             tag,
             wake: Slot::wake,
         }
@@ -206,10 +208,7 @@ impl<P: SchedProcess> Completer<P> {
     /// assert_eq!(join.join(), Ok(pid.number()));
     /// ```
     pub fn pid(&self) -> Pid {
-        self.slot
-            .as_ref()
-            .expect("a completer holds its slot until used")
-            .pid
+        self.slot.pid
     }
 
     /// Completes the yield with `result`, which becomes an
@@ -217,9 +216,15 @@ impl<P: SchedProcess> Completer<P> {
     ///
     /// Returns `false` if the process had already ended: the completion was
     /// dropped.
-    pub fn complete(mut self, result: Result<P::Response, Error>) -> bool {
-        let slot = self.slot.take().expect("a completer completes once");
-        deliver(&slot, self.tag, result, self.wake)
+    #[inline]
+    pub fn complete(self, result: Result<P::Response, Error>) -> bool {
+        // Taken apart without running `Drop` (which would deliver an error
+        // for a completer never used): the slot's reference moves out here.
+        let this = ManuallyDrop::new(self);
+        // SAFETY: `this` is never used or dropped again, so the slot's
+        // `Arc` is read out exactly once and released when `slot` drops.
+        let slot = unsafe { std::ptr::read(&this.slot) };
+        deliver(&slot, this.tag, result, this.wake)
     }
 }
 
@@ -242,6 +247,7 @@ pub(crate) struct Dispatching {
 }
 
 impl Dispatching {
+    #[inline]
     pub(crate) fn enter(slot: *const ()) -> Self {
         let previous = DISPATCHING.with(|d| d.replace(slot as usize));
         Dispatching { previous }
@@ -249,6 +255,7 @@ impl Dispatching {
 }
 
 impl Drop for Dispatching {
+    #[inline]
     fn drop(&mut self) {
         DISPATCHING.with(|d| d.set(self.previous));
     }
@@ -261,6 +268,7 @@ impl Drop for Dispatching {
 /// inline batch: that thread owns the process, which is Running, so no
 /// queue, no wake and no run queue are needed — the dispatcher steps the
 /// process again with it.
+#[inline]
 fn deliver<P: Process + 'static>(
     slot: &Arc<Slot<P>>,
     tag: Tag,
@@ -289,21 +297,21 @@ fn deliver<P: Process + 'static>(
 
 impl<P: Process + 'static> Drop for Completer<P> {
     fn drop(&mut self) {
-        if let Some(slot) = self.slot.take() {
-            let error = if std::thread::panicking() {
-                Error::Panicked("the handler panicked before completing".into())
-            } else {
-                Error::failed("the handler dropped its completer without completing")
-            };
-            deliver(&slot, self.tag, Err(error), self.wake);
-        }
+        // Only a completer never used is dropped: `complete` consumes it
+        // without running this.
+        let error = if std::thread::panicking() {
+            Error::Panicked("the handler panicked before completing".into())
+        } else {
+            Error::failed("the handler dropped its completer without completing")
+        };
+        deliver(&self.slot, self.tag, Err(error), self.wake);
     }
 }
 
 impl<P: Process + 'static> fmt::Debug for Completer<P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Completer")
-            .field("pid", &self.slot.as_ref().map(|s| s.pid))
+            .field("pid", &self.slot.pid)
             .field("tag", &self.tag)
             .finish()
     }

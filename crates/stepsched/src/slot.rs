@@ -528,6 +528,7 @@ impl<P: Process + 'static> Slot<P> {
     }
 
     /// Whether the process is Complete.
+    #[inline]
     pub(crate) fn state_is_complete(&self) -> bool {
         self.state.load().is_complete()
     }

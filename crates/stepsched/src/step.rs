@@ -25,6 +25,7 @@
 //! to the global queue, so the rest of the deque gets its turn.
 
 use std::collections::HashMap;
+use std::mem::ManuallyDrop;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use stepsched_pool::WorkerContext;
@@ -72,6 +73,14 @@ pub(crate) struct Handlers<P: Process + 'static> {
     factories: HashMap<String, Factory<P>>,
 }
 
+/// Whether two handler names are equal: a byte loop the compiler keeps
+/// inline, where `==` on strings calls `memcmp` (a call that costs more than
+/// the few bytes of a command's name it compares).
+#[inline]
+fn same_name(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.bytes().zip(b.bytes()).all(|(x, y)| x == y)
+}
+
 /// Up to this many handlers, lookup is a linear scan.
 const LINEAR_HANDLERS: usize = 8;
 
@@ -102,7 +111,10 @@ impl<P: Process + 'static> Handlers<P> {
     #[inline]
     fn get(&self, name: &str) -> Option<&Arc<dyn Handler<P>>> {
         if self.many.is_empty() {
-            self.few.iter().find(|(n, _)| **n == *name).map(|(_, h)| h)
+            self.few
+                .iter()
+                .find(|(n, _)| same_name(n, name))
+                .map(|(_, h)| h)
         } else {
             self.many.get(name)
         }
@@ -168,13 +180,12 @@ impl<P: SchedProcess> Core<P> {
             // process (see `Slot::inline`); the borrow ends here, before
             // any dispatch pushes to them.
             batch.append(unsafe { &mut *slot.inline.get() });
-            let more = match slot.queue.get() {
+            let queued = match slot.queue.get() {
                 // SAFETY: we own the process (see above), hence the receiver.
-                Some(queue) => unsafe {
-                    (*queue.receiver.get()).drain_up_to(batch, MAX_BATCH) == MAX_BATCH
-                },
-                None => false,
+                Some(queue) => unsafe { (*queue.receiver.get()).drain_up_to(batch, MAX_BATCH) },
+                None => 0,
             };
+            let more = queued == MAX_BATCH;
             // A waiting process is stepped only with events: woken for an
             // event that an earlier step already took (the wakeup flag was
             // set while that step ran), it waits again, unstepped.
@@ -189,11 +200,11 @@ impl<P: SchedProcess> Core<P> {
                 debug_assert!(false, "a started process is not closed");
                 return;
             };
-            let _span = if traced {
+            let _span = Entered(ManuallyDrop::new(if traced {
                 trace::trace_span!("step", pid = %slot.pid, events = batch.len())
             } else {
                 None
-            };
+            }));
             if debugged && trace::debug_enabled!() {
                 trace_events(&slot, batch);
             }
@@ -209,12 +220,16 @@ impl<P: SchedProcess> Core<P> {
                 break (Park::Terminated, false);
             }
             bump(&line.steps, owned);
-            let messages = batch
-                .iter()
-                .filter(|e| e.kind() == EventKind::Message)
-                .count();
-            if messages != 0 {
-                bump_by(&line.messages, messages as u64, owned);
+            // Only the events drained from the queue (the batch's tail) can
+            // be messages: inline completions never are.
+            if queued != 0 {
+                let messages = batch[batch.len() - queued..]
+                    .iter()
+                    .filter(|e| e.kind() == EventKind::Message)
+                    .count();
+                if messages != 0 {
+                    bump_by(&line.messages, messages as u64, owned);
+                }
             }
             // `drain` empties the batch whatever the step does: the events
             // it did not take are dropped when the step returns (or
@@ -464,6 +479,27 @@ fn wait<P: SchedProcess>(slot: &Slot<P>, waiting: Waiting, line: &Counters, owne
         trace::debug!(pid = %slot.pid, phase, "process parked");
     }
     park
+}
+
+/// A step's span while it is entered: untraced (`None`), dropping it costs
+/// one inline test, not a call.
+/// (`ManuallyDrop`: the field's own drop glue would be that call.)
+struct Entered<S>(ManuallyDrop<Option<S>>);
+
+impl<S> Drop for Entered<S> {
+    #[inline]
+    fn drop(&mut self) {
+        if self.0.is_some() {
+            exit(&mut self.0);
+        }
+    }
+}
+
+/// Exits and drops a step's span.
+#[cold]
+#[inline(never)]
+fn exit<S>(span: &mut Option<S>) {
+    drop(span.take());
 }
 
 /// The name of a status, for tracing.
