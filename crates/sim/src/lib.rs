@@ -356,6 +356,7 @@ where
                     timed: HashMap::new(),
                     results: BTreeMap::new(),
                     trace: String::new(),
+                    line: String::new(),
                     steps: 0,
                     batch: Vec::new(),
                     shutdown: None,
@@ -473,6 +474,8 @@ struct Inner<P: Process> {
     results: BTreeMap<Pid, ResultCell<P>>,
     /// The trace, a line each, each ending in a newline.
     trace: String,
+    /// The line of the step being taken (a buffer reused by every step).
+    line: String,
     steps: u64,
     /// The events of the step being taken (a buffer reused by every step).
     batch: Vec<Ev<P>>,
@@ -579,7 +582,37 @@ fn quietly_drop<T>(value: T) {
 
 /// Writes `t=<microseconds>us <pid>`, the start of a trace line.
 fn stamp(line: &mut String, now: Duration, pid: Pid) {
-    let _ = write!(line, "t={}us {pid}", now.as_micros());
+    line.push_str("t=");
+    push_number(line, u64::try_from(now.as_micros()).unwrap_or(u64::MAX));
+    line.push_str("us ");
+    push_pid(line, pid);
+}
+
+/// Writes `n` in decimal (what `write!` does, without its formatter: the
+/// trace writes several numbers per step).
+fn push_number(line: &mut String, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for &d in &digits[at..] {
+        line.push(char::from(d));
+    }
+}
+
+/// Writes `pid` as its `Display` does: `<node.number>`.
+fn push_pid(line: &mut String, pid: Pid) {
+    line.push('<');
+    push_number(line, pid.node().into());
+    line.push('.');
+    push_number(line, pid.number());
+    line.push('>');
 }
 
 impl<P: Process> Shared<P> {
@@ -886,7 +919,10 @@ where
         };
         let mut line = String::new();
         if self.tracing {
-            stamp(&mut line, self.inner.borrow().now, pid);
+            let mut inner = self.inner.borrow_mut();
+            line = std::mem::take(&mut inner.line);
+            stamp(&mut line, inner.now, pid);
+            drop(inner);
             line.push_str(" events=[");
             for (i, event) in batch.iter().enumerate() {
                 if i > 0 {
@@ -985,7 +1021,9 @@ where
                 if i > 0 {
                     line.push(',');
                 }
-                let _ = write!(line, "{}#{}", y.command.name(), y.tag);
+                line.push_str(y.command.name());
+                line.push('#');
+                push_number(&mut line, y.tag);
             }
             self.trace_line(line, "]");
         }
@@ -1089,7 +1127,11 @@ where
     fn trace_line(&self, mut line: String, tail: &str) {
         if self.tracing {
             line.push_str(tail);
-            self.inner.borrow_mut().push_line(&line);
+            let mut inner = self.inner.borrow_mut();
+            inner.push_line(&line);
+            // Kept for the next step's line.
+            line.clear();
+            inner.line = line;
         }
     }
 
@@ -1282,11 +1324,16 @@ fn describe<M, R>(line: &mut String, event: &Event<M, R>) {
         Event::Message {
             from: Some(from), ..
         } => {
-            let _ = write!(line, "m{from}");
+            line.push('m');
+            push_pid(line, *from);
         }
         Event::Message { from: None, .. } => line.push('m'),
         Event::Completion { tag, result } => {
-            let _ = write!(line, "c{tag}{}", if result.is_ok() { "" } else { "!" });
+            line.push('c');
+            push_number(line, *tag);
+            if result.is_err() {
+                line.push('!');
+            }
         }
         _ => line.push('x'),
     }
