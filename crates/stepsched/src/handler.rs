@@ -10,7 +10,7 @@ use stepsched_process::{Error, Event, Pid, Process, Tag};
 use crate::SchedProcess;
 use crate::primitive::sync::Arc;
 use crate::primitive::thread_local;
-use crate::slot::Slot;
+use crate::slot::{Ev, Slot};
 
 /// One variant of a command enum, served by a handler of its own that
 /// receives the variant's data, not the enum: see
@@ -228,28 +228,34 @@ impl<P: SchedProcess> Completer<P> {
     }
 }
 
+/// The dispatch marker: the slot whose yields this thread is dispatching
+/// right now (its address; 0 for none) and the batch its inline completions
+/// go to (the dispatching worker's, `*mut Vec<Ev<P>>` for that slot's `P`).
+type Marker = (usize, usize);
+
 #[cfg(not(stepsched_loom))]
 thread_local! {
-    /// The slot whose yields this thread is dispatching right now, if any
-    /// (its address; 0 for none).
-    static DISPATCHING: Cell<usize> = const { Cell::new(0) };
+    static DISPATCHING: Cell<Marker> = const { Cell::new((0, 0)) };
 }
 
 // loom's `thread_local!` takes no `const` initializer.
 #[cfg(stepsched_loom)]
 thread_local! {
-    static DISPATCHING: Cell<usize> = Cell::new(0);
+    static DISPATCHING: Cell<Marker> = Cell::new((0, 0));
 }
 
 /// Marks this thread as dispatching the yields of one slot, until dropped.
 pub(crate) struct Dispatching {
-    previous: usize,
+    previous: Marker,
 }
 
 impl Dispatching {
+    /// Marks the dispatch of `slot`'s yields, whose inline completions go
+    /// to `batch`, the dispatching worker's (empty: the step drained it).
     #[inline]
-    pub(crate) fn enter(slot: *const ()) -> Self {
-        let previous = DISPATCHING.with(|d| d.replace(slot as usize));
+    pub(crate) fn enter<P: Process + 'static>(slot: &Arc<Slot<P>>, batch: *mut Vec<Ev<P>>) -> Self {
+        let marker = (Arc::as_ptr(slot) as usize, batch as usize);
+        let previous = DISPATCHING.with(|d| d.replace(marker));
         Dispatching { previous }
     }
 }
@@ -264,10 +270,11 @@ impl Drop for Dispatching {
 /// Pushes the completion and wakes the process; `false` if refused.
 ///
 /// When called on the thread that is dispatching this very process (a
-/// handler completing at once), the event goes straight into the slot's
-/// inline batch: that thread owns the process, which is Running, so no
-/// queue, no wake and no run queue are needed — the dispatcher steps the
-/// process again with it.
+/// handler completing at once), the event goes straight into the
+/// dispatching worker's batch: that thread owns the process, which is
+/// Running, so no queue, no wake and no run queue are needed — the
+/// dispatcher steps the process again with it (or, if it does not, moves
+/// it to the slot's `inline` completions before it lets the process go).
 #[inline]
 fn deliver<P: Process + 'static>(
     slot: &Arc<Slot<P>>,
@@ -275,12 +282,15 @@ fn deliver<P: Process + 'static>(
     result: Result<P::Response, Error>,
     wake: fn(&Arc<Slot<P>>) -> bool,
 ) -> bool {
-    if DISPATCHING.with(|d| d.get()) == Arc::as_ptr(slot) as usize {
+    let (dispatching, batch) = DISPATCHING.with(|d| d.get());
+    if dispatching == Arc::as_ptr(slot) as usize {
+        let batch = batch as *mut Vec<Ev<P>>;
         // SAFETY: the marker names this slot on this thread only between
         // `Dispatching::enter` and its drop in `Core::dispatch`, which runs
-        // on the worker that owns the process; the inline batch is the
-        // owner's, and nothing else borrows it during the dispatch.
-        unsafe { (*slot.inline.get()).push(Event::completion(tag, result)) };
+        // on the worker that owns the process, with that worker's batch for
+        // this slot's `P`; nothing else borrows the batch during the
+        // dispatch.
+        unsafe { (*batch).push(Event::completion(tag, result)) };
         // A terminate during the dispatch means the event is never stepped.
         return !slot.state_is_complete();
     }

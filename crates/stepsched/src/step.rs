@@ -167,19 +167,22 @@ impl<P: SchedProcess> Core<P> {
         if !batch.is_empty() && catch_unwind(AssertUnwindSafe(|| batch.clear())).is_err() {
             trace::debug!(pid = %slot.pid, "an event's drop panicked");
         }
+        // First the completions made inline for an earlier run's step that
+        // did not take them (`Continue`, an exhausted budget). Completions
+        // made inline during this run go straight into the batch (see
+        // `deliver`), and back to `inline` if the run lets the process go
+        // with them (`carry`).
+        // SAFETY: the inline completions are ours while we own the process
+        // (see `Slot::inline`); the borrow ends here.
+        batch.append(unsafe { &mut *slot.inline.get() });
         let park = loop {
             // SAFETY: our `try_start` won: we own the body until our next
             // transition of `slot.state`, and we drop this borrow before it.
             let body = unsafe { &mut *slot.body.get() };
-            // First the completions made inline for an earlier step that
-            // did not take them (`Continue`, an exhausted budget), then at
-            // most `MAX_BATCH` events from the queue; if it held more, the
+            // After the inline completions already in the batch, at most
+            // `MAX_BATCH` events from the queue; if it held more, the
             // process must not park below (their wakes may all have been
             // spent), so it is stepped again or requeued.
-            // SAFETY: the inline completions are ours while we own the
-            // process (see `Slot::inline`); the borrow ends here, before
-            // any dispatch pushes to them.
-            batch.append(unsafe { &mut *slot.inline.get() });
             let queued = match slot.queue.get() {
                 // SAFETY: we own the process (see above), hence the receiver.
                 Some(queue) => unsafe { (*queue.receiver.get()).drain_up_to(batch, MAX_BATCH) },
@@ -250,6 +253,7 @@ impl<P: SchedProcess> Core<P> {
                     inline_budget -= 1;
                     continue;
                 }
+                carry(&slot, batch);
                 break (slot.state.reschedule(), false);
             }
             let status = match stepped {
@@ -281,22 +285,22 @@ impl<P: SchedProcess> Core<P> {
             // `dispatch` looks at the state cell before each one, so none
             // is dispatched once a terminate has landed.
             if !body.out.yields().is_empty() {
-                self.dispatch(handlers, &slot, &mut body.out, debugged);
+                self.dispatch(handlers, &slot, &mut body.out, batch, debugged);
             }
             let waiting = match status {
                 // A process that asked to continue goes to the back of the
                 // global queue, so it cannot starve the others here; its
                 // inline completions wait in `inline` for its next step.
                 Status::Continue => {
+                    carry(&slot, batch);
                     break (slot.state.reschedule(), true);
                 }
                 Status::Idle => Waiting::Idle,
                 Status::Yield => Waiting::Blocked,
                 Status::Done(_) => unreachable!("handled above"),
             };
-            // SAFETY: as above; the dispatch that could push to them is over.
-            let no_inline = unsafe { (*slot.inline.get()).is_empty() };
-            if no_inline && !more {
+            // The dispatch is over: the batch holds its inline completions.
+            if batch.is_empty() && !more {
                 body.waiting = Some(waiting);
                 break (wait(&slot, waiting, line, owned), false);
             }
@@ -306,6 +310,7 @@ impl<P: SchedProcess> Core<P> {
             }
             // Out of budget, with events in hand: back to a run queue
             // (`inline` keeps them for the next run).
+            carry(&slot, batch);
             break (slot.state.reschedule(), false);
         };
         // The body is no longer ours unless `park` says so.
@@ -412,15 +417,17 @@ impl<P: SchedProcess> Core<P> {
     }
 
     /// Sends each yield to its handler. Completions made during the
-    /// dispatch, on this thread, land in `slot.inline`.
+    /// dispatch, on this thread, land in `batch` (the worker's, empty when
+    /// the dispatch begins).
     fn dispatch(
         &self,
         handlers: &Handlers<P>,
         slot: &Arc<Slot<P>>,
         out: &mut StepOutput<P::Command, P::Output>,
+        batch: &mut Vec<Ev<P>>,
         debugged: bool,
     ) {
-        let _dispatching = crate::handler::Dispatching::enter(Arc::as_ptr(slot) as *const ());
+        let _dispatching = crate::handler::Dispatching::enter(slot, batch);
         for y in out.yields_mut().drain() {
             // Terminated during the dispatch (by a handler, or another
             // thread): the yields not yet dispatched never will be.
@@ -454,6 +461,19 @@ impl<P: SchedProcess> Core<P> {
                 }
             }
         }
+    }
+}
+
+/// Moves the completions made inline during this run, still in the
+/// worker's batch, to the process's `inline` completions: called before a
+/// transition that lets the process go (its next run, maybe on another
+/// worker, takes them first).
+#[inline]
+fn carry<P: SchedProcess>(slot: &Slot<P>, batch: &mut Vec<Ev<P>>) {
+    if !batch.is_empty() {
+        // SAFETY: we still own the process (Running, before the transition
+        // our caller makes next), hence its inline completions.
+        unsafe { (*slot.inline.get()).append(batch) };
     }
 }
 
