@@ -230,10 +230,12 @@ impl<C> Yields<C> {
         // The slots are taken one by one as the iterator reaches them (and
         // by its `Drop` for the rest): no copy of the inline array is made.
         let inline_left = std::mem::take(&mut self.inline_len);
+        // No `vec::Drain` (and no `Drop` of one) for an overflow never used.
+        let overflow = (!self.overflow.is_empty()).then(|| self.overflow.drain(..));
         YieldsDrain {
             inline_left,
             inline: self.inline.iter_mut(),
-            overflow: self.overflow.drain(..),
+            overflow,
         }
     }
 
@@ -248,7 +250,10 @@ impl<C> Yields<C> {
     /// assert!(ys.is_empty() && !ys.spilled());
     /// ```
     pub fn clear(&mut self) {
-        self.inline = [None, None];
+        // Slots at and above `inline_len` are already `None`.
+        for slot in &mut self.inline[..self.inline_len] {
+            *slot = None;
+        }
         self.inline_len = 0;
         self.overflow.clear();
     }
@@ -312,7 +317,7 @@ pub struct YieldsDrain<'a, C> {
     /// How many of the slots `inline` has still to give are `Some`.
     inline_left: usize,
     inline: std::slice::IterMut<'a, Option<Yield<C>>>,
-    overflow: std::vec::Drain<'a, Yield<C>>,
+    overflow: Option<std::vec::Drain<'a, Yield<C>>>,
 }
 
 impl<C> Iterator for YieldsDrain<'_, C> {
@@ -325,11 +330,11 @@ impl<C> Iterator for YieldsDrain<'_, C> {
             // Slots below the drained `inline_len` are `Some`.
             return self.inline.next().and_then(Option::take);
         }
-        self.overflow.next()
+        self.overflow.as_mut()?.next()
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        let n = self.inline_left + self.overflow.len();
+        let n = self.inline_left + self.overflow.as_ref().map_or(0, ExactSizeIterator::len);
         (n, Some(n))
     }
 }
