@@ -63,8 +63,8 @@
 //!
 //! # Features
 //!
-//! - `proptest` (off by default): the [`strategy`](crate::strategy) module,
-//!   proptest strategies for seeds and fault settings.
+//! - `proptest` (off by default): the `strategy` module, proptest
+//!   strategies for seeds and fault settings.
 //!
 //! # Example
 //!
