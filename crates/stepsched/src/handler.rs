@@ -161,7 +161,36 @@ pub struct Completer<P: Process + 'static> {
 }
 
 impl<P: SchedProcess> Completer<P> {
-    pub(crate) fn new(slot: Arc<Slot<P>>, tag: Tag) -> Self {
+    /// The completer of yield `tag` of `slot`, whose yields this thread
+    /// is dispatching (see [`Dispatching`]).
+    ///
+    /// It takes one of the run's spare references to the slot if there is
+    /// one (handed back by a completer completed inline earlier in the
+    /// run), else it clones one: a process whose handlers complete at once
+    /// costs one reference count increment per run, not two atomic
+    /// operations per yield.
+    #[inline]
+    pub(crate) fn dispatched(slot: &Arc<Slot<P>>, tag: Tag) -> Self {
+        let spare = DISPATCHING.with(|d| {
+            let marker = d.get();
+            let spare = marker.spare > 0 && marker.slot == Arc::as_ptr(slot) as usize;
+            if spare {
+                d.set(Marker {
+                    spare: marker.spare - 1,
+                    ..marker
+                });
+            }
+            spare
+        });
+        let slot = if spare {
+            // SAFETY: the marker's spare count counts strong references to
+            // this slot that the dispatching run owns and has not released
+            // (see `SpareRefs`); we took one from the count, so its
+            // ownership moves into this `Arc`.
+            unsafe { Arc::from_raw(Arc::as_ptr(slot)) }
+        } else {
+            Arc::clone(slot)
+        };
         // The completer holds its own process's slot. Slots are never
         // reused, so it cannot reach a later process with the same PID; once
         // its process has closed, its queue refuses the completion.
@@ -222,48 +251,134 @@ impl<P: SchedProcess> Completer<P> {
         // for a completer never used): the slot's reference moves out here.
         let this = ManuallyDrop::new(self);
         // SAFETY: `this` is never used or dropped again, so the slot's
-        // `Arc` is read out exactly once and released when `slot` drops.
+        // `Arc` is read out exactly once.
         let slot = unsafe { std::ptr::read(&this.slot) };
-        deliver(&slot, this.tag, result, this.wake)
+        let marker = DISPATCHING.with(Cell::get);
+        if marker.slot != Arc::as_ptr(&slot) as usize {
+            return deliver_queued(&slot, this.tag, result, this.wake);
+        }
+        let delivered = deliver_inline(&slot, marker, this.tag, result);
+        // Our reference goes back to the dispatching run, as a spare for
+        // the next completer of this slot (released at the run's end).
+        DISPATCHING.with(|d| {
+            d.set(Marker {
+                spare: marker.spare + 1,
+                ..marker
+            })
+        });
+        std::mem::forget(slot);
+        delivered
     }
 }
 
 /// The dispatch marker: the slot whose yields this thread is dispatching
-/// right now (its address; 0 for none) and the batch its inline completions
-/// go to (the dispatching worker's, `*mut Vec<Ev<P>>` for that slot's `P`).
-type Marker = (usize, usize);
+/// right now (its address; 0 for none), the batch its inline completions
+/// go to (the dispatching worker's, `*mut Vec<Ev<P>>` for that slot's
+/// `P`), and how many spare strong references to the slot the dispatching
+/// run owns (handed back by completers completed inline, taken by the next
+/// ones).
+#[derive(Clone, Copy)]
+struct Marker {
+    slot: usize,
+    batch: usize,
+    spare: usize,
+}
+
+/// No dispatch.
+const NO_DISPATCH: Marker = Marker {
+    slot: 0,
+    batch: 0,
+    spare: 0,
+};
 
 #[cfg(not(stepsched_loom))]
 thread_local! {
-    static DISPATCHING: Cell<Marker> = const { Cell::new((0, 0)) };
+    static DISPATCHING: Cell<Marker> = const { Cell::new(NO_DISPATCH) };
 }
 
 // loom's `thread_local!` takes no `const` initializer.
 #[cfg(stepsched_loom)]
 thread_local! {
-    static DISPATCHING: Cell<Marker> = Cell::new((0, 0));
+    static DISPATCHING: Cell<Marker> = Cell::new(NO_DISPATCH);
 }
 
-/// Marks this thread as dispatching the yields of one slot, until dropped.
-pub(crate) struct Dispatching {
+/// Marks this thread as dispatching the yields of one slot, until
+/// [`finish`](Self::finish)ed (or dropped, on an unwind).
+pub(crate) struct Dispatching<P: Process + 'static> {
     previous: Marker,
+    slot: *const Slot<P>,
 }
 
-impl Dispatching {
+impl<P: Process + 'static> Dispatching<P> {
     /// Marks the dispatch of `slot`'s yields, whose inline completions go
-    /// to `batch`, the dispatching worker's (empty: the step drained it).
+    /// to `batch`, the dispatching worker's (empty: the step drained it),
+    /// with `spare` strong references to the slot that the caller owns and
+    /// hands over (see `SpareRefs`).
     #[inline]
-    pub(crate) fn enter<P: Process + 'static>(slot: &Arc<Slot<P>>, batch: *mut Vec<Ev<P>>) -> Self {
-        let marker = (Arc::as_ptr(slot) as usize, batch as usize);
+    pub(crate) fn enter(slot: &Arc<Slot<P>>, batch: *mut Vec<Ev<P>>, spare: usize) -> Self {
+        let marker = Marker {
+            slot: Arc::as_ptr(slot) as usize,
+            batch: batch as usize,
+            spare,
+        };
         let previous = DISPATCHING.with(|d| d.replace(marker));
-        Dispatching { previous }
+        Dispatching {
+            previous,
+            slot: Arc::as_ptr(slot),
+        }
+    }
+
+    /// Ends the dispatch; returns the spare references the caller owns
+    /// again.
+    #[inline]
+    pub(crate) fn finish(self) -> usize {
+        let this = ManuallyDrop::new(self);
+        DISPATCHING.with(|d| d.replace(this.previous)).spare
     }
 }
 
-impl Drop for Dispatching {
+impl<P: Process + 'static> Drop for Dispatching<P> {
+    /// Only on an unwind out of the dispatch: restores the marker and
+    /// releases the spare references, which nobody else will.
+    fn drop(&mut self) {
+        let marker = DISPATCHING.with(|d| d.replace(self.previous));
+        release(self.slot, marker.spare);
+    }
+}
+
+/// Strong references to a slot owned by the run that steps it, beside the
+/// one its task holds: spares for the completers of its yields (see
+/// [`Completer::dispatched`]). Released when the run ends.
+pub(crate) struct SpareRefs<P: Process + 'static> {
+    slot: *const Slot<P>,
+    /// How many; moved into the dispatch marker while a dispatch runs.
+    pub(crate) count: usize,
+}
+
+impl<P: Process + 'static> SpareRefs<P> {
+    pub(crate) fn new(slot: &Arc<Slot<P>>) -> Self {
+        SpareRefs {
+            slot: Arc::as_ptr(slot),
+            count: 0,
+        }
+    }
+}
+
+impl<P: Process + 'static> Drop for SpareRefs<P> {
     #[inline]
     fn drop(&mut self) {
-        DISPATCHING.with(|d| d.set(self.previous));
+        release(self.slot, self.count);
+    }
+}
+
+/// Releases `count` strong references to `slot` that the caller owns.
+#[inline]
+fn release<P: Process + 'static>(slot: *const Slot<P>, count: usize) {
+    for _ in 0..count {
+        // SAFETY: each is a strong reference the caller owns (taken from
+        // an `Arc` with `mem::forget` by `Completer::complete`) and gives
+        // up here, once.
+        unsafe { Arc::decrement_strong_count(slot) };
     }
 }
 
@@ -271,10 +386,7 @@ impl Drop for Dispatching {
 ///
 /// When called on the thread that is dispatching this very process (a
 /// handler completing at once), the event goes straight into the
-/// dispatching worker's batch: that thread owns the process, which is
-/// Running, so no queue, no wake and no run queue are needed — the
-/// dispatcher steps the process again with it (or, if it does not, moves
-/// it to the slot's `inline` completions before it lets the process go).
+/// dispatching worker's batch (`deliver_inline`).
 #[inline]
 fn deliver<P: Process + 'static>(
     slot: &Arc<Slot<P>>,
@@ -282,18 +394,43 @@ fn deliver<P: Process + 'static>(
     result: Result<P::Response, Error>,
     wake: fn(&Arc<Slot<P>>) -> bool,
 ) -> bool {
-    let (dispatching, batch) = DISPATCHING.with(|d| d.get());
-    if dispatching == Arc::as_ptr(slot) as usize {
-        let batch = batch as *mut Vec<Ev<P>>;
-        // SAFETY: the marker names this slot on this thread only between
-        // `Dispatching::enter` and its drop in `Core::dispatch`, which runs
-        // on the worker that owns the process, with that worker's batch for
-        // this slot's `P`; nothing else borrows the batch during the
-        // dispatch.
-        unsafe { (*batch).push(Event::completion(tag, result)) };
-        // A terminate during the dispatch means the event is never stepped.
-        return !slot.state_is_complete();
+    let marker = DISPATCHING.with(Cell::get);
+    if marker.slot == Arc::as_ptr(slot) as usize {
+        deliver_inline(slot, marker, tag, result)
+    } else {
+        deliver_queued(slot, tag, result, wake)
     }
+}
+
+/// Pushes the completion into the dispatching worker's batch: the calling
+/// thread owns the process, which is Running, so no queue, no wake and no
+/// run queue are needed — the dispatcher steps the process again with it
+/// (or, if it does not, moves it to the slot's `inline` completions before
+/// it lets the process go). `marker` names `slot`.
+#[inline]
+fn deliver_inline<P: Process + 'static>(
+    slot: &Slot<P>,
+    marker: Marker,
+    tag: Tag,
+    result: Result<P::Response, Error>,
+) -> bool {
+    let batch = marker.batch as *mut Vec<Ev<P>>;
+    // SAFETY: the marker names this slot on this thread only between
+    // `Dispatching::enter` and its end in `Core::dispatch`, which runs on
+    // the worker that owns the process, with that worker's batch for this
+    // slot's `P`; nothing else borrows the batch during the dispatch.
+    unsafe { (*batch).push(Event::completion(tag, result)) };
+    // A terminate during the dispatch means the event is never stepped.
+    !slot.state_is_complete()
+}
+
+/// Pushes the completion to the process's event queue and wakes it.
+fn deliver_queued<P: Process + 'static>(
+    slot: &Arc<Slot<P>>,
+    tag: Tag,
+    result: Result<P::Response, Error>,
+    wake: fn(&Arc<Slot<P>>) -> bool,
+) -> bool {
     let Some(sender) = slot.sender() else {
         return false;
     };

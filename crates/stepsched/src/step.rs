@@ -36,7 +36,7 @@ use stepsched_process::{
 
 use crate::SchedProcess;
 use crate::handle::Handle;
-use crate::handler::{Completer, Handler};
+use crate::handler::{Completer, Dispatching, Handler, SpareRefs};
 use crate::primitive::sync::Arc;
 use crate::primitive::sync::atomic::Ordering;
 use crate::slot::{Core, Counters, Ev, Slot, Task, Waiting, bump, bump_by, init_caught};
@@ -145,6 +145,9 @@ impl<P: SchedProcess> Core<P> {
                 return;
             }
         }
+        // Spare references to the slot for the completers of its yields
+        // (see `Completer::dispatched`), released when this run ends.
+        let mut spare = SpareRefs::new(&slot);
         let worker = ctx.index();
         // Relaxed: only a hint for where to send the next completion.
         slot.last_worker.store(worker, Ordering::Relaxed);
@@ -285,7 +288,8 @@ impl<P: SchedProcess> Core<P> {
             // `dispatch` looks at the state cell before each one, so none
             // is dispatched once a terminate has landed.
             if !body.out.yields().is_empty() {
-                self.dispatch(handlers, &slot, &mut body.out, batch, debugged);
+                let owned = std::mem::take(&mut spare.count);
+                spare.count = self.dispatch(handlers, &slot, &mut body.out, batch, owned, debugged);
             }
             let waiting = match status {
                 // A process that asked to continue goes to the back of the
@@ -418,23 +422,25 @@ impl<P: SchedProcess> Core<P> {
 
     /// Sends each yield to its handler. Completions made during the
     /// dispatch, on this thread, land in `batch` (the worker's, empty when
-    /// the dispatch begins).
+    /// the dispatch begins). Takes the run's `spare` references to the
+    /// slot and returns those it owns after the dispatch.
     fn dispatch(
         &self,
         handlers: &Handlers<P>,
         slot: &Arc<Slot<P>>,
         out: &mut StepOutput<P::Command, P::Output>,
         batch: &mut Vec<Ev<P>>,
+        spare: usize,
         debugged: bool,
-    ) {
-        let _dispatching = crate::handler::Dispatching::enter(slot, batch);
+    ) -> usize {
+        let dispatching = Dispatching::enter(slot, batch, spare);
         for y in out.yields_mut().drain() {
             // Terminated during the dispatch (by a handler, or another
             // thread): the yields not yet dispatched never will be.
             if slot.state.load().is_complete() {
                 break;
             }
-            let completer = Completer::new(slot.clone(), y.tag);
+            let completer = Completer::dispatched(slot, y.tag);
             if debugged {
                 trace::debug!(
                     pid = %slot.pid,
@@ -461,6 +467,7 @@ impl<P: SchedProcess> Core<P> {
                 }
             }
         }
+        dispatching.finish()
     }
 }
 
