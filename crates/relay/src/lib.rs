@@ -14,6 +14,8 @@
 //!   [`Router<M>`] is the table of `Arc<dyn Receiver<M>>`, itself a receiver.
 //! - [`SendError`] and [`RegisterError`] hand back what they refused and
 //!   name the cause: unknown PID, closed target, PID taken.
+//! - `serde_pid` (the `serde` feature, off by default): `Pid` as serde
+//!   data, for transports that put PIDs on the wire.
 //!
 //! # Example
 //!
@@ -64,6 +66,8 @@ mod pid;
 mod primitive;
 mod receiver;
 mod route_hash;
+#[cfg(feature = "serde")]
+pub mod serde_pid;
 mod table;
 
 pub use error::RegisterError;

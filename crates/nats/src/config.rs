@@ -1,0 +1,144 @@
+//! [`NodeConfig`]: where a node connects and how it watches its peers.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::node::DeadLetter;
+
+/// The dead-letter hook's type.
+pub(crate) type DeadLetterHook = Arc<dyn Fn(DeadLetter) + Send + Sync>;
+
+/// The configuration of a [`Node`](crate::Node).
+///
+/// ```
+/// use std::time::Duration;
+/// use stepsched_nats::NodeConfig;
+///
+/// let config = NodeConfig::new(1, "nats://127.0.0.1:4222")
+///     .prefix("shop")
+///     .heartbeat(Duration::from_millis(100))
+///     .member_timeout(Duration::from_millis(500));
+/// assert_eq!(config.node_id(), 1);
+/// assert_eq!(config.node_subject(7), "shop.node.7");
+/// assert_eq!(config.members_subject(), "shop.members");
+/// ```
+#[derive(Clone)]
+pub struct NodeConfig {
+    pub(crate) node: u32,
+    pub(crate) url: String,
+    pub(crate) prefix: String,
+    pub(crate) heartbeat: Duration,
+    pub(crate) member_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) send_timeout: Duration,
+    pub(crate) queue_capacity: usize,
+    pub(crate) reconnect_delay: Duration,
+    pub(crate) on_dead_letter: Option<DeadLetterHook>,
+}
+
+impl fmt::Debug for NodeConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NodeConfig")
+            .field("node", &self.node)
+            .field("url", &self.url)
+            .field("prefix", &self.prefix)
+            .field("heartbeat", &self.heartbeat)
+            .field("member_timeout", &self.member_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl NodeConfig {
+    /// Node `node` (the node part of every PID its scheduler hands out),
+    /// connecting to the NATS server at `url` (`nats://host:port`).
+    ///
+    /// Defaults: subject prefix `stepsched`, a heartbeat every 200 ms, a
+    /// peer unreachable after 1 s without one, 2 s to connect, a send
+    /// waits at most 1 s on a full outbound queue of 65 536 frames, and a
+    /// lost connection is retried every 100 ms to 1 s.
+    pub fn new(node: u32, url: impl Into<String>) -> Self {
+        NodeConfig {
+            node,
+            url: url.into(),
+            prefix: "stepsched".into(),
+            heartbeat: Duration::from_millis(200),
+            member_timeout: Duration::from_secs(1),
+            connect_timeout: Duration::from_secs(2),
+            send_timeout: Duration::from_secs(1),
+            queue_capacity: 65_536,
+            reconnect_delay: Duration::from_secs(1),
+            on_dead_letter: None,
+        }
+    }
+
+    /// The node number.
+    pub fn node_id(&self) -> u32 {
+        self.node
+    }
+
+    /// The first part of every subject: clusters with different prefixes
+    /// share a server without seeing each other.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// How often the node announces itself.
+    pub fn heartbeat(mut self, every: Duration) -> Self {
+        self.heartbeat = every;
+        self
+    }
+
+    /// How long after a peer's last heartbeat sends to it fail with
+    /// [`RemoteError::Unreachable`](crate::RemoteError::Unreachable). Keep
+    /// it several heartbeats long.
+    pub fn member_timeout(mut self, timeout: Duration) -> Self {
+        self.member_timeout = timeout;
+        self
+    }
+
+    /// How long [`Node::start`](crate::Node::start) waits for the server.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// How long a send waits for room in a full outbound queue before it
+    /// fails with [`RemoteError::Busy`](crate::RemoteError::Busy).
+    pub fn send_timeout(mut self, timeout: Duration) -> Self {
+        self.send_timeout = timeout;
+        self
+    }
+
+    /// How many encoded frames the outbound queue holds.
+    pub fn queue_capacity(mut self, frames: usize) -> Self {
+        self.queue_capacity = frames.max(1);
+        self
+    }
+
+    /// The longest wait between two reconnection attempts.
+    pub fn reconnect_delay(mut self, max: Duration) -> Self {
+        self.reconnect_delay = max;
+        self
+    }
+
+    /// A hook called, on the node's runtime thread, for every message of
+    /// this node that another node could not deliver (see
+    /// [`DeadLetter`]). It must not block.
+    pub fn on_dead_letter(mut self, hook: impl Fn(DeadLetter) + Send + Sync + 'static) -> Self {
+        self.on_dead_letter = Some(Arc::new(hook));
+        self
+    }
+
+    /// The subject node `node` receives its messages on:
+    /// `<prefix>.node.<node>`.
+    pub fn node_subject(&self, node: u32) -> String {
+        format!("{}.node.{node}", self.prefix)
+    }
+
+    /// The subject of heartbeats and departures: `<prefix>.members`.
+    pub fn members_subject(&self) -> String {
+        format!("{}.members", self.prefix)
+    }
+}

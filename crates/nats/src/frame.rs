@@ -1,0 +1,267 @@
+//! The wire format: one NATS message is one frame.
+//!
+//! Every frame on a node subject opens with a fixed 21-byte header, then a
+//! postcard body:
+//!
+//! ```text
+//! byte 0      kind        1 message, 2 dead-letter notice, 3 confirmed message, 4 reply
+//! bytes 1..5  origin      the sending node, u32 little-endian
+//! bytes 5..13 incarnation the sending node's run, u64 little-endian (random per start)
+//! bytes 13..21 sequence   per (origin, incarnation, destination), from 1; 0 = unsequenced
+//! bytes 21..  body        postcard: Envelope (kinds 1, 3), Notice (kind 2), a status byte (kind 4)
+//! ```
+//!
+//! Membership frames (on the members subject) are postcard [`Beat`]s.
+//! Whatever does not decode is a bad frame: counted and dropped.
+
+use serde::{Deserialize, Serialize};
+use stepsched::Pid;
+use stepsched_relay::serde_pid::WirePid;
+
+/// A message for a process.
+pub(crate) const KIND_MESSAGE: u8 = 1;
+/// A message could not be delivered: sent back to its origin node.
+pub(crate) const KIND_NOTICE: u8 = 2;
+/// A message whose sender waits for a [`KIND_REPLY`].
+pub(crate) const KIND_CONFIRMED: u8 = 3;
+/// The answer to a [`KIND_CONFIRMED`] frame: one [`Status`] byte.
+pub(crate) const KIND_REPLY: u8 = 4;
+
+/// Length of the header.
+pub(crate) const HEADER: usize = 21;
+/// Where the sequence number sits in the header.
+pub(crate) const SEQ_AT: usize = 13;
+
+/// The fixed part of a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Header {
+    pub(crate) kind: u8,
+    pub(crate) origin: u32,
+    pub(crate) incarnation: u64,
+    pub(crate) seq: u64,
+}
+
+impl Header {
+    /// Appends the header to `out`.
+    pub(crate) fn write(&self, out: &mut Vec<u8>) {
+        out.push(self.kind);
+        out.extend_from_slice(&self.origin.to_le_bytes());
+        out.extend_from_slice(&self.incarnation.to_le_bytes());
+        out.extend_from_slice(&self.seq.to_le_bytes());
+    }
+
+    /// Splits `bytes` into a header and the body, or `None` if too short.
+    pub(crate) fn read(bytes: &[u8]) -> Option<(Header, &[u8])> {
+        let (head, body) = bytes.split_at_checked(HEADER)?;
+        let u32_at = |i: usize| u32::from_le_bytes(head[i..i + 4].try_into().expect("4 bytes"));
+        let u64_at = |i: usize| u64::from_le_bytes(head[i..i + 8].try_into().expect("8 bytes"));
+        Some((
+            Header {
+                kind: head[0],
+                origin: u32_at(1),
+                incarnation: u64_at(5),
+                seq: u64_at(SEQ_AT),
+            },
+            body,
+        ))
+    }
+}
+
+/// Writes `seq` into an encoded frame's header.
+pub(crate) fn set_seq(frame: &mut [u8], seq: u64) {
+    frame[SEQ_AT..SEQ_AT + 8].copy_from_slice(&seq.to_le_bytes());
+}
+
+/// The body of a message frame, borrowed for encoding.
+#[derive(Serialize)]
+pub(crate) struct EnvelopeRef<'a, M> {
+    pub(crate) from: Option<WirePid>,
+    pub(crate) to: WirePid,
+    pub(crate) topic: &'a str,
+    pub(crate) payload: &'a M,
+}
+
+/// The body of a message frame, owned after decoding.
+#[derive(Deserialize)]
+pub(crate) struct Envelope<M> {
+    pub(crate) from: Option<WirePid>,
+    pub(crate) to: WirePid,
+    pub(crate) topic: String,
+    pub(crate) payload: M,
+}
+
+/// Why a message was not delivered (a notice, or a reply's status byte).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[repr(u8)]
+pub(crate) enum Status {
+    /// Queued for the process.
+    Delivered = 0,
+    /// The node knows no process with this PID.
+    UnknownPid = 1,
+    /// The process finished.
+    Closed = 2,
+    /// The frame did not decode on the receiving node.
+    BadFrame = 3,
+}
+
+impl Status {
+    pub(crate) fn from_byte(b: u8) -> Option<Status> {
+        Some(match b {
+            0 => Status::Delivered,
+            1 => Status::UnknownPid,
+            2 => Status::Closed,
+            3 => Status::BadFrame,
+            _ => return None,
+        })
+    }
+}
+
+/// The body of a notice: a message from `from` to `to` was not delivered.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub(crate) struct Notice {
+    pub(crate) from: Option<WirePid>,
+    pub(crate) to: WirePid,
+    pub(crate) status: Status,
+}
+
+/// A membership frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum Beat {
+    /// `node` (in its run `incarnation`) is up; sent at start and then
+    /// every heartbeat interval.
+    Hello { node: u32, incarnation: u64 },
+    /// `node` leaves the cluster.
+    Bye { node: u32, incarnation: u64 },
+}
+
+/// Encodes a message frame (sequence 0; the writer sets it).
+pub(crate) fn encode_message<M: Serialize>(
+    kind: u8,
+    origin: u32,
+    incarnation: u64,
+    from: Option<Pid>,
+    to: Pid,
+    topic: &str,
+    payload: &M,
+) -> Result<Vec<u8>, postcard::Error> {
+    let mut out = Vec::with_capacity(HEADER + 32);
+    Header {
+        kind,
+        origin,
+        incarnation,
+        seq: 0,
+    }
+    .write(&mut out);
+    let body = EnvelopeRef {
+        from: from.map(WirePid),
+        to: WirePid(to),
+        topic,
+        payload,
+    };
+    postcard::to_extend(&body, out)
+}
+
+/// Decodes a whole body of type `T`: trailing bytes make it a bad frame.
+pub(crate) fn decode_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Option<T> {
+    match postcard::take_from_bytes::<T>(body) {
+        Ok((value, [])) => Some(value),
+        _ => None,
+    }
+}
+
+/// Encodes a notice frame.
+pub(crate) fn encode_notice(origin: u32, incarnation: u64, notice: &Notice) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEADER + 24);
+    Header {
+        kind: KIND_NOTICE,
+        origin,
+        incarnation,
+        seq: 0,
+    }
+    .write(&mut out);
+    postcard::to_extend(notice, out).expect("a notice always encodes")
+}
+
+/// Encodes a reply frame.
+pub(crate) fn encode_reply(origin: u32, incarnation: u64, status: Status) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEADER + 1);
+    Header {
+        kind: KIND_REPLY,
+        origin,
+        incarnation,
+        seq: 0,
+    }
+    .write(&mut out);
+    out.push(status as u8);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_round_trips_and_seq_lands_in_place() {
+        let mut frame = encode_message(
+            KIND_MESSAGE,
+            7,
+            0xdead_beef,
+            None,
+            Pid::new(2, 3),
+            "t",
+            &5u32,
+        )
+        .unwrap();
+        set_seq(&mut frame, 42);
+        let (h, body) = Header::read(&frame).unwrap();
+        assert_eq!(
+            h,
+            Header {
+                kind: KIND_MESSAGE,
+                origin: 7,
+                incarnation: 0xdead_beef,
+                seq: 42
+            }
+        );
+        let env: Envelope<u32> = decode_body(body).unwrap();
+        assert_eq!(
+            (env.to.0, env.from, env.topic.as_str(), env.payload),
+            (Pid::new(2, 3), None, "t", 5)
+        );
+    }
+
+    #[test]
+    fn short_and_trailing_bytes_are_refused() {
+        assert!(Header::read(&[1; HEADER - 1]).is_none());
+        let frame = encode_message(
+            KIND_MESSAGE,
+            1,
+            1,
+            Some(Pid::new(1, 1)),
+            Pid::new(2, 3),
+            "",
+            &5u32,
+        )
+        .unwrap();
+        let (_, body) = Header::read(&frame).unwrap();
+        let mut longer = body.to_vec();
+        longer.push(0);
+        assert!(decode_body::<Envelope<u32>>(&longer).is_none());
+        for cut in 0..body.len() {
+            assert!(decode_body::<Envelope<u32>>(&body[..cut]).is_none());
+        }
+    }
+
+    #[test]
+    fn status_bytes_round_trip() {
+        for s in [
+            Status::Delivered,
+            Status::UnknownPid,
+            Status::Closed,
+            Status::BadFrame,
+        ] {
+            assert_eq!(Status::from_byte(s as u8), Some(s));
+        }
+        assert_eq!(Status::from_byte(9), None);
+    }
+}

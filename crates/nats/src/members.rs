@@ -1,0 +1,212 @@
+//! The membership table: which nodes are up, by their heartbeats.
+
+use std::collections::HashMap;
+use std::sync::{Condvar, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use async_nats::Subject;
+
+/// What this node knows of another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Membership {
+    /// Never heard of.
+    Unknown,
+    /// A heartbeat arrived within the member timeout.
+    Up,
+    /// Its heartbeats stopped for longer than the member timeout.
+    Unreachable,
+    /// It said goodbye.
+    Left,
+}
+
+#[derive(Debug)]
+struct Member {
+    incarnation: u64,
+    last_seen: Instant,
+    left: bool,
+    subject: Subject,
+}
+
+/// The table, read on every remote send, written by the membership task.
+#[derive(Debug)]
+pub(crate) struct Members {
+    table: RwLock<HashMap<u32, Member>>,
+    timeout: Duration,
+    /// Bumped on every change, for `wait_for`.
+    changed: Mutex<u64>,
+    changed_cv: Condvar,
+}
+
+/// What a heartbeat changed.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Seen {
+    /// The node was up already, same run.
+    Again,
+    /// New, back after a silence or a goodbye, or restarted: answer it.
+    Fresh,
+}
+
+impl Members {
+    pub(crate) fn new(timeout: Duration) -> Self {
+        Members {
+            table: RwLock::new(HashMap::new()),
+            timeout,
+            changed: Mutex::new(0),
+            changed_cv: Condvar::new(),
+        }
+    }
+
+    /// The subject to reach `node` on, if it is up; else its state.
+    pub(crate) fn route(&self, node: u32, now: Instant) -> Result<Subject, Membership> {
+        let table = self.table.read().unwrap_or_else(|e| e.into_inner());
+        match table.get(&node) {
+            None => Err(Membership::Unknown),
+            Some(m) if m.left => Err(Membership::Left),
+            Some(m) if now.saturating_duration_since(m.last_seen) > self.timeout => {
+                Err(Membership::Unreachable)
+            }
+            Some(m) => Ok(m.subject.clone()),
+        }
+    }
+
+    pub(crate) fn state(&self, node: u32) -> Membership {
+        match self.route(node, Instant::now()) {
+            Ok(_) => Membership::Up,
+            Err(state) => state,
+        }
+    }
+
+    /// Records a heartbeat of `node` in run `incarnation`.
+    pub(crate) fn hello(
+        &self,
+        node: u32,
+        incarnation: u64,
+        subject: impl FnOnce() -> Subject,
+    ) -> Seen {
+        let now = Instant::now();
+        let seen = {
+            let mut table = self.table.write().unwrap_or_else(|e| e.into_inner());
+            match table.get_mut(&node) {
+                Some(m) => {
+                    let fresh = m.left
+                        || m.incarnation != incarnation
+                        || now.saturating_duration_since(m.last_seen) > self.timeout;
+                    m.incarnation = incarnation;
+                    m.last_seen = now;
+                    m.left = false;
+                    if fresh { Seen::Fresh } else { Seen::Again }
+                }
+                None => {
+                    table.insert(
+                        node,
+                        Member {
+                            incarnation,
+                            last_seen: now,
+                            left: false,
+                            subject: subject(),
+                        },
+                    );
+                    Seen::Fresh
+                }
+            }
+        };
+        if seen == Seen::Fresh {
+            self.bump();
+        }
+        seen
+    }
+
+    /// Records a goodbye of `node`; one from an older run is ignored.
+    pub(crate) fn bye(&self, node: u32, incarnation: u64) {
+        let mut table = self.table.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(m) = table.get_mut(&node)
+            && m.incarnation == incarnation
+        {
+            m.left = true;
+            drop(table);
+            self.bump();
+        }
+    }
+
+    /// Every node ever heard of, with its state, in node order.
+    pub(crate) fn snapshot(&self) -> Vec<(u32, Membership)> {
+        let now = Instant::now();
+        let nodes: Vec<u32> = {
+            let table = self.table.read().unwrap_or_else(|e| e.into_inner());
+            table.keys().copied().collect()
+        };
+        let mut out: Vec<(u32, Membership)> = nodes
+            .into_iter()
+            .map(|n| (n, self.route(n, now).map_or_else(|s| s, |_| Membership::Up)))
+            .collect();
+        out.sort_unstable_by_key(|(n, _)| *n);
+        out
+    }
+
+    fn bump(&self) {
+        let mut changed = self.changed.lock().unwrap_or_else(|e| e.into_inner());
+        *changed += 1;
+        self.changed_cv.notify_all();
+    }
+
+    /// Waits until `node`'s state satisfies `want`, or `timeout` passes;
+    /// returns the last state seen.
+    pub(crate) fn wait_until(
+        &self,
+        node: u32,
+        timeout: Duration,
+        want: impl Fn(Membership) -> bool,
+    ) -> Membership {
+        let deadline = Instant::now() + timeout;
+        let mut changed = self.changed.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            let state = self.state(node);
+            let now = Instant::now();
+            if want(state) || now >= deadline {
+                return state;
+            }
+            // A peer going silent changes no counter: its state flips with
+            // time alone, so wake at least every 50 ms to look again.
+            let wait = (deadline - now).min(Duration::from_millis(50));
+            changed = self
+                .changed_cv
+                .wait_timeout(changed, wait)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn subject() -> Subject {
+        Subject::from("x.node.1")
+    }
+
+    #[test]
+    fn hello_bye_and_restart() {
+        let m = Members::new(Duration::from_secs(3600));
+        assert_eq!(m.state(1), Membership::Unknown);
+        assert_eq!(m.hello(1, 10, subject), Seen::Fresh);
+        assert_eq!(m.hello(1, 10, subject), Seen::Again);
+        assert_eq!(m.state(1), Membership::Up);
+        m.bye(1, 9); // an older run's goodbye
+        assert_eq!(m.state(1), Membership::Up);
+        m.bye(1, 10);
+        assert_eq!(m.state(1), Membership::Left);
+        assert_eq!(m.hello(1, 11, subject), Seen::Fresh);
+        assert_eq!(m.state(1), Membership::Up);
+        assert_eq!(m.snapshot(), [(1, Membership::Up)]);
+    }
+
+    #[test]
+    fn silence_makes_a_node_unreachable() {
+        let m = Members::new(Duration::from_secs(1));
+        m.hello(1, 10, subject);
+        let later = Instant::now() + Duration::from_secs(2);
+        assert_eq!(m.route(1, later), Err(Membership::Unreachable));
+        assert!(m.route(1, Instant::now()).is_ok());
+    }
+}

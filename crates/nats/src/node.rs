@@ -1,0 +1,1074 @@
+//! [`Node`] and [`Link`]: a scheduler joined to a cluster through NATS.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use async_nats::{Client, ConnectOptions, Event, Subject, Subscriber};
+use futures_util::StreamExt;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use stepsched::{
+    Builder, Handle, Package, Pid, Process, Receiver, SchedProcess, Scheduler, SendError,
+    ShutdownReport,
+};
+use tokio::sync::{Notify, mpsc};
+
+use crate::config::NodeConfig;
+use crate::error::{ConfirmError, RemoteError, StartError};
+use crate::frame::{
+    self, Beat, Envelope, Header, KIND_CONFIRMED, KIND_MESSAGE, KIND_NOTICE, KIND_REPLY, Notice,
+    Status,
+};
+use crate::members::{Members, Membership};
+
+/// A process whose messages can cross nodes: its `Message` type is
+/// `Serialize + DeserializeOwned`. Every such [`SchedProcess`] implements
+/// it; a message type without serde support is a compile error at
+/// [`Node::start`]:
+///
+/// ```compile_fail
+/// use stepsched::{Context, Error, Events, Process, Scheduler, Status, StepOutput};
+/// use stepsched_nats::{Node, NodeConfig};
+///
+/// struct NotWire; // no Serialize, no Deserialize
+/// struct Quiet;
+/// impl Process for Quiet {
+///     type Input = (); type Message = NotWire; type Response = (); type Command = String; type Output = ();
+///     fn init(&mut self, _: &Context<'_, Self>, _: &str, _: ()) -> Result<(), Error> { Ok(()) }
+///     fn step(&mut self, _: &mut Context<'_, Self>, _: Events<'_, NotWire, ()>, out: &mut StepOutput<String, ()>) -> Result<(), Error> {
+///         out.set_status(Status::Done(()));
+///         Ok(())
+///     }
+/// }
+/// // error: the trait bound `NotWire: Serialize` is not satisfied
+/// let _ = Node::start(Scheduler::<Quiet>::builder(), NodeConfig::new(1, "nats://127.0.0.1:4222"));
+/// ```
+pub trait NodeProcess:
+    SchedProcess + Process<Message: Serialize + DeserializeOwned + Send + 'static>
+{
+}
+
+impl<P> NodeProcess for P where
+    P: SchedProcess + Process<Message: Serialize + DeserializeOwned + Send + 'static>
+{
+}
+
+/// Why a message did not reach its process, as reported back to the
+/// sending node (see [`NodeConfig::on_dead_letter`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DeadReason {
+    /// The receiving node has no process with this PID.
+    UnknownPid,
+    /// The process had finished.
+    Closed,
+}
+
+/// A message the receiving node could not deliver, reported back to the
+/// node it came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeadLetter {
+    /// The sending process, if the message had one.
+    pub from: Option<Pid>,
+    /// The PID it was sent to.
+    pub to: Pid,
+    /// Why it was not delivered.
+    pub reason: DeadReason,
+}
+
+/// What a node has counted since it started. Every field only grows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct NodeStats {
+    /// Remote sends accepted into the outbound queue.
+    pub sent: u64,
+    /// Frames the writer handed to the NATS client.
+    pub published: u64,
+    /// Frames the NATS client refused (the connection closed for good).
+    pub publish_failed: u64,
+    /// Remote messages delivered to a local process.
+    pub received: u64,
+    /// Remote messages for a local PID that was unknown or closed (each
+    /// answered with a notice or a reply to its sender's node).
+    pub undeliverable: u64,
+    /// Notices from other nodes: messages of ours they could not deliver.
+    pub dead_letters: u64,
+    /// Frames that did not decode: counted and dropped.
+    pub bad_frames: u64,
+    /// Frames addressed to a PID of another node: counted and dropped.
+    pub misrouted: u64,
+    /// Sequenced frames seen before from the same sender: dropped.
+    pub duplicates: u64,
+    /// Sequence numbers that never arrived (messages lost in transit, as
+    /// far as this receiver can tell from the numbers that did arrive).
+    pub gaps: u64,
+    /// Heartbeats from another node claiming this node's number.
+    pub conflicts: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    sent: AtomicU64,
+    published: AtomicU64,
+    publish_failed: AtomicU64,
+    received: AtomicU64,
+    undeliverable: AtomicU64,
+    dead_letters: AtomicU64,
+    bad_frames: AtomicU64,
+    misrouted: AtomicU64,
+    duplicates: AtomicU64,
+    gaps: AtomicU64,
+    conflicts: AtomicU64,
+}
+
+/// Adds `n` to a statistics counter. Relaxed: counters publish nothing.
+fn bump(counter: &AtomicU64, n: u64) {
+    counter.fetch_add(n, Ordering::Relaxed);
+}
+
+/// An encoded frame waiting for the writer.
+struct Outbound {
+    dest: u32,
+    subject: Subject,
+    frame: Vec<u8>,
+}
+
+/// What the node's handles share.
+struct Shared {
+    node: u32,
+    incarnation: u64,
+    config: NodeConfig,
+    members: Members,
+    /// The client is connected (set by the client's event callback).
+    connected: Arc<AtomicBool>,
+    /// Sends are accepted (cleared by `leave`).
+    open: AtomicBool,
+    out: mpsc::Sender<Outbound>,
+    /// Frames accepted and not yet handed to the client.
+    pending: AtomicUsize,
+    /// Woken by the writer when `pending` reaches zero.
+    idle: Notify,
+    /// Senders waiting for room in the outbound queue.
+    space: Mutex<()>,
+    space_cv: Condvar,
+    space_waiters: AtomicUsize,
+    /// Asks the heartbeat task for a heartbeat now.
+    beat_now: Arc<Notify>,
+    stats: Counters,
+    client: Client,
+    rt: tokio::runtime::Handle,
+}
+
+impl fmt::Debug for Shared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Node")
+            .field("node", &self.node)
+            .field("connected", &self.connected.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+/// A [`Scheduler`] joined to a cluster of nodes through a NATS server.
+///
+/// The node owns its scheduler (built with [`Builder::node`] set to the
+/// config's node number, so every PID it hands out names this node) and a
+/// small tokio runtime of its own (one thread) that runs the NATS client:
+/// a writer that publishes outbound frames in order, a reader of the
+/// node's subject that delivers into the scheduler, the membership
+/// listener and the heartbeat.
+///
+/// It dereferences to its [`Link`], whose [`send`](Link::send) routes a
+/// message by the PID's node: to the local scheduler, or encoded onto the
+/// NATS subject of the node it names. Processes that send to other nodes
+/// hold a clone of the link ([`Node::link`]).
+///
+/// Dropping the node leaves the cluster (a goodbye, bounded by 1 s), stops
+/// the runtime and shuts the scheduler down.
+pub struct Node<P: NodeProcess> {
+    link: Link<P>,
+    runtime: Option<tokio::runtime::Runtime>,
+    scheduler: Option<Scheduler<P>>,
+}
+
+/// A cloneable, thread-safe handle to a [`Node`]: sends by PID wherever
+/// the process lives, and answers what the node knows of the cluster.
+///
+/// A step sends through a link it holds (its process gets a clone when it
+/// is built): [`Context::send`](stepsched::Context::send) only reaches the
+/// local scheduler.
+pub struct Link<P: NodeProcess> {
+    shared: Arc<Shared>,
+    handle: Handle<P>,
+}
+
+impl<P: NodeProcess> Clone for Link<P> {
+    fn clone(&self) -> Self {
+        Link {
+            shared: self.shared.clone(),
+            handle: self.handle.clone(),
+        }
+    }
+}
+
+impl<P: NodeProcess> fmt::Debug for Link<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.shared.fmt(f)
+    }
+}
+
+impl<P: NodeProcess> fmt::Debug for Node<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.link.fmt(f)
+    }
+}
+
+impl<P: NodeProcess> std::ops::Deref for Node<P> {
+    type Target = Link<P>;
+    fn deref(&self) -> &Link<P> {
+        &self.link
+    }
+}
+
+/// A run number that differs between two starts of the same node.
+fn incarnation() -> u64 {
+    let mut h = std::hash::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.write_u32(std::process::id());
+    h.finish()
+}
+
+impl<P: NodeProcess> Node<P> {
+    /// Builds the scheduler from `builder` (with its node number set to
+    /// `config`'s), connects to the NATS server, subscribes to the node's
+    /// subject and the members subject, and announces the node.
+    ///
+    /// Other nodes learn of it from that announcement; [`Link::wait_for`]
+    /// waits until a given peer is known here.
+    ///
+    /// # Errors
+    ///
+    /// [`StartError::Connect`] if the server does not accept a connection
+    /// within the connect timeout; [`StartError::Subscribe`] if the
+    /// subscriptions or the announcement do not go through in that time;
+    /// [`StartError::Io`] if a thread cannot be spawned. Never hangs past
+    /// about the connect timeout.
+    ///
+    /// Must not be called from inside a tokio runtime (it blocks).
+    pub fn start(builder: Builder<P>, config: NodeConfig) -> Result<Node<P>, StartError> {
+        let node = config.node;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name(format!("stepsched-nats-{node}"))
+            .enable_all()
+            .build()?;
+        let connected = Arc::new(AtomicBool::new(false));
+        let beat_now = Arc::new(Notify::new());
+        let max_delay = config.reconnect_delay;
+        let options = {
+            let connected = connected.clone();
+            let beat_now = beat_now.clone();
+            ConnectOptions::new()
+                .name(format!("stepsched-node-{node}"))
+                .no_echo()
+                .connection_timeout(config.connect_timeout)
+                .max_reconnects(None)
+                .reconnect_delay_callback(move |attempts| {
+                    let attempts = u32::try_from(attempts).unwrap_or(u32::MAX).max(1);
+                    Duration::from_millis(100)
+                        .saturating_mul(attempts)
+                        .min(max_delay)
+                })
+                .event_callback(move |event| {
+                    let connected = connected.clone();
+                    let beat_now = beat_now.clone();
+                    async move {
+                        match event {
+                            Event::Connected => {
+                                // Release: pairs with the Acquire load in
+                                // `send_remote`; nothing else rides on it.
+                                connected.store(true, Ordering::Release);
+                                // Tell the others at once that we are back.
+                                beat_now.notify_one();
+                            }
+                            Event::Disconnected | Event::Closed => {
+                                connected.store(false, Ordering::Release);
+                            }
+                            _ => {}
+                        }
+                    }
+                })
+        };
+        let url = config.url.clone();
+        let connect_timeout = config.connect_timeout;
+        let client = runtime
+            .block_on(async {
+                tokio::time::timeout(
+                    connect_timeout + Duration::from_millis(500),
+                    options.connect(url),
+                )
+                .await
+            })
+            .map_err(|_| StartError::Connect(format!("timed out after {connect_timeout:?}")))?
+            .map_err(|e| StartError::Connect(e.to_string()))?;
+        // The Connected event may come before or after this; we are
+        // connected now.
+        connected.store(true, Ordering::Release);
+
+        let subscribe = {
+            let client = client.clone();
+            let data = config.node_subject(node);
+            let members = config.members_subject();
+            async move {
+                let data = client.subscribe(data).await.map_err(|e| e.to_string())?;
+                let members = client.subscribe(members).await.map_err(|e| e.to_string())?;
+                client.flush().await.map_err(|e| e.to_string())?;
+                Ok::<_, String>((data, members))
+            }
+        };
+        let (data_sub, members_sub) = runtime
+            .block_on(async { tokio::time::timeout(connect_timeout, subscribe).await })
+            .map_err(|_| StartError::Subscribe("timed out".into()))?
+            .map_err(StartError::Subscribe)?;
+
+        let scheduler = builder.node(node).build()?;
+        let (out, out_rx) = mpsc::channel(config.queue_capacity);
+        let shared = Arc::new(Shared {
+            node,
+            incarnation: incarnation(),
+            members: Members::new(config.member_timeout),
+            config,
+            connected,
+            open: AtomicBool::new(true),
+            out,
+            pending: AtomicUsize::new(0),
+            idle: Notify::new(),
+            space: Mutex::new(()),
+            space_cv: Condvar::new(),
+            space_waiters: AtomicUsize::new(0),
+            beat_now,
+            stats: Counters::default(),
+            client,
+            rt: runtime.handle().clone(),
+        });
+        let handle = scheduler.handle();
+        runtime.spawn(write_frames(shared.clone(), out_rx));
+        runtime.spawn(read_frames(shared.clone(), handle.clone(), data_sub));
+        runtime.spawn(read_beats(shared.clone(), members_sub));
+        runtime.spawn(heartbeat(shared.clone()));
+        // The first heartbeat goes out at once; make sure it reached the
+        // server before we say we started.
+        let client = shared.client.clone();
+        let hello = beat(
+            &shared,
+            Beat::Hello {
+                node,
+                incarnation: shared.incarnation,
+            },
+        );
+        let members_subject = shared.config.members_subject();
+        runtime
+            .block_on(async {
+                tokio::time::timeout(connect_timeout, async {
+                    client
+                        .publish(members_subject, hello.into())
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    client.flush().await.map_err(|e| e.to_string())
+                })
+                .await
+            })
+            .map_err(|_| StartError::Subscribe("announcement timed out".into()))?
+            .map_err(StartError::Subscribe)?;
+        Ok(Node {
+            link: Link { shared, handle },
+            runtime: Some(runtime),
+            scheduler: Some(scheduler),
+        })
+    }
+
+    /// A clone of the node's [`Link`], to hand to processes and threads.
+    pub fn link(&self) -> Link<P> {
+        self.link.clone()
+    }
+
+    /// The node's scheduler (submit processes here).
+    pub fn scheduler(&self) -> &Scheduler<P> {
+        self.scheduler.as_ref().expect("present until drop")
+    }
+
+    /// Leaves the cluster: refuses new remote sends, publishes what is
+    /// queued, says goodbye (peers answer [`RemoteError::Left`] from then
+    /// on), all bounded by `timeout`. Incoming messages are still
+    /// delivered until the node is dropped or shut down.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfirmError::Timeout`] if the queue or the goodbye did not reach
+    /// the server in time (for example, the server is down); the node has
+    /// left either way.
+    pub fn leave(&self, timeout: Duration) -> Result<(), ConfirmError> {
+        let shared = &self.link.shared;
+        // Release: a sender that sees `open == false` is refused; ordering
+        // with the queue is provided by the channel.
+        if !shared.open.swap(false, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let bye = beat(
+            shared,
+            Beat::Bye {
+                node: shared.node,
+                incarnation: shared.incarnation,
+            },
+        );
+        let s = shared.clone();
+        shared
+            .run(timeout, async move {
+                wait_idle(&s).await;
+                let subject = s.config.members_subject();
+                s.client
+                    .publish(subject, bye.into())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                s.client.flush().await.map_err(|e| e.to_string())
+            })
+            .ok_or(ConfirmError::Timeout)?
+            .map_err(ConfirmError::Request)
+    }
+
+    /// Leaves the cluster (at most 1 s), stops the NATS client, then shuts
+    /// the scheduler down with `deadline` (see [`Scheduler::shutdown`]).
+    pub fn shutdown(mut self, deadline: Duration) -> ShutdownReport {
+        self.stop_network();
+        let scheduler = self.scheduler.take().expect("present until drop");
+        scheduler.shutdown(deadline)
+    }
+
+    fn stop_network(&mut self) {
+        let _ = self.leave(Duration::from_secs(1));
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_timeout(Duration::from_secs(1));
+        }
+        self.link.shared.connected.store(false, Ordering::Release);
+    }
+}
+
+impl<P: NodeProcess> Drop for Node<P> {
+    fn drop(&mut self) {
+        self.stop_network();
+        // The scheduler shuts down in its own drop.
+    }
+}
+
+impl<P: NodeProcess> Link<P> {
+    /// This node's number.
+    pub fn node_id(&self) -> u32 {
+        self.shared.node
+    }
+
+    /// The local scheduler's handle.
+    pub fn handle(&self) -> &Handle<P> {
+        &self.handle
+    }
+
+    /// A fresh PID on this node (see [`Handle::allocate_pid`]).
+    pub fn allocate_pid(&self) -> Pid {
+        self.handle.allocate_pid()
+    }
+
+    /// Sends `message` to `to`, with no sender: see [`deliver`](Self::deliver).
+    ///
+    /// # Errors
+    ///
+    /// As for [`deliver`](Self::deliver).
+    pub fn send(&self, to: Pid, message: P::Message) -> Result<(), RemoteError<P::Message>> {
+        self.deliver(Package::new(to, "", message))
+    }
+
+    /// Sends `message` to `to` with `from` as its sender (what the
+    /// receiving step's [`Event::sender`](stepsched::Event::sender)
+    /// returns, on whichever node): see [`deliver`](Self::deliver).
+    ///
+    /// # Errors
+    ///
+    /// As for [`deliver`](Self::deliver).
+    pub fn send_from(
+        &self,
+        from: Pid,
+        to: Pid,
+        message: P::Message,
+    ) -> Result<(), RemoteError<P::Message>> {
+        self.deliver(Package::new(to, "", message).with_sender(from))
+    }
+
+    /// Routes `package` by the node of `package.to`.
+    ///
+    /// On this node it goes to the scheduler, as
+    /// [`Handle`]'s [`Receiver::send`] (the sender kept). On another node
+    /// it is encoded (postcard) and queued for the node's subject; the
+    /// sender, recipient and topic travel with it. Frames to one node
+    /// leave in the order they were queued, and NATS keeps that order from
+    /// one connection to another, so messages from one thread to one
+    /// process arrive in order.
+    ///
+    /// Delivery is at most once: `Ok` for a remote PID means queued here.
+    /// If the receiving node has no such process, it sends a notice back
+    /// (counted in [`NodeStats::dead_letters`], passed to
+    /// [`NodeConfig::on_dead_letter`]).
+    ///
+    /// Never blocks longer than the send timeout (and only when the
+    /// outbound queue is full).
+    ///
+    /// # Errors
+    ///
+    /// [`RemoteError::Local`] for a local refusal; for a remote PID
+    /// [`UnknownNode`](RemoteError::UnknownNode),
+    /// [`Left`](RemoteError::Left),
+    /// [`Unreachable`](RemoteError::Unreachable) (no heartbeat within the
+    /// member timeout), [`Disconnected`](RemoteError::Disconnected) (this
+    /// node has no server connection), [`Busy`](RemoteError::Busy),
+    /// [`Encode`](RemoteError::Encode). The package is handed back.
+    pub fn deliver(&self, package: Package<P::Message>) -> Result<(), RemoteError<P::Message>> {
+        if package.to.node() == self.shared.node {
+            return Receiver::send(&self.handle, package).map_err(RemoteError::Local);
+        }
+        self.shared.send_remote(package)
+    }
+
+    /// Sends `message` to `to` and waits (at most `timeout`) for the
+    /// receiving node to say whether it was queued for the process: a NATS
+    /// request on the node's subject, answered once the receiving node has
+    /// handed it to its scheduler. A local PID is answered by the local
+    /// scheduler at once.
+    ///
+    /// Unlike [`send`](Self::send) it does not consult the membership
+    /// table: a node that is not subscribed is found out by NATS ("no
+    /// responders"). It blocks the calling thread; do not call it from a
+    /// step on a busy scheduler, nor from inside a tokio runtime.
+    ///
+    /// # Errors
+    ///
+    /// See [`ConfirmError`]; in every case but `Timeout` and `Request`,
+    /// the message was not delivered.
+    pub fn send_confirmed(
+        &self,
+        from: Option<Pid>,
+        to: Pid,
+        message: P::Message,
+        timeout: Duration,
+    ) -> Result<(), ConfirmError> {
+        let mut package = Package::new(to, "", message);
+        package.from = from;
+        if to.node() == self.shared.node {
+            return match Receiver::send(&self.handle, package) {
+                Ok(()) => Ok(()),
+                Err(SendError::UnknownPid(_)) => Err(ConfirmError::UnknownPid),
+                Err(SendError::Closed(_)) => Err(ConfirmError::Closed),
+            };
+        }
+        self.shared.send_confirmed(package, timeout)
+    }
+
+    /// Waits until everything queued so far has been handed to the NATS
+    /// client and the server has acknowledged it (a PING/PONG), at most
+    /// `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfirmError::Timeout`] if not done in time (the server may be
+    /// down), [`ConfirmError::Request`] if the client failed.
+    pub fn flush(&self, timeout: Duration) -> Result<(), ConfirmError> {
+        let s = self.shared.clone();
+        self.shared
+            .run(timeout, async move {
+                wait_idle(&s).await;
+                s.client.flush().await.map_err(|e| e.to_string())
+            })
+            .ok_or(ConfirmError::Timeout)?
+            .map_err(ConfirmError::Request)
+    }
+
+    /// What this node knows of node `node` right now.
+    pub fn membership(&self, node: u32) -> Membership {
+        if node == self.shared.node {
+            return Membership::Up;
+        }
+        self.shared.members.state(node)
+    }
+
+    /// Every other node this node has heard of, with its state, in node
+    /// order.
+    pub fn members(&self) -> Vec<(u32, Membership)> {
+        self.shared.members.snapshot()
+    }
+
+    /// Waits until node `node` is [`Up`](Membership::Up) here, at most
+    /// `timeout`; returns whether it is.
+    pub fn wait_for(&self, node: u32, timeout: Duration) -> bool {
+        node == self.shared.node
+            || self
+                .shared
+                .members
+                .wait_until(node, timeout, |m| m == Membership::Up)
+                == Membership::Up
+    }
+
+    /// Waits until node `node` is no longer up here (left, or unreachable
+    /// after the member timeout), at most `timeout`; returns the state
+    /// then.
+    pub fn wait_until_down(&self, node: u32, timeout: Duration) -> Membership {
+        self.shared
+            .members
+            .wait_until(node, timeout, |m| m != Membership::Up)
+    }
+
+    /// Whether this node's NATS connection is up.
+    pub fn is_connected(&self) -> bool {
+        self.shared.connected.load(Ordering::Acquire)
+    }
+
+    /// A snapshot of the node's counters.
+    pub fn stats(&self) -> NodeStats {
+        let c = &self.shared.stats;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        NodeStats {
+            sent: get(&c.sent),
+            published: get(&c.published),
+            publish_failed: get(&c.publish_failed),
+            received: get(&c.received),
+            undeliverable: get(&c.undeliverable),
+            dead_letters: get(&c.dead_letters),
+            bad_frames: get(&c.bad_frames),
+            misrouted: get(&c.misrouted),
+            duplicates: get(&c.duplicates),
+            gaps: get(&c.gaps),
+            conflicts: get(&c.conflicts),
+        }
+    }
+
+    /// The config the node was started with.
+    pub fn config(&self) -> &NodeConfig {
+        &self.shared.config
+    }
+}
+
+impl<P: NodeProcess> Receiver<P::Message> for Link<P> {
+    /// [`Link::deliver`], its refusal as a relay [`SendError`]
+    /// ([`RemoteError::into_send_error`]).
+    fn send(&self, package: Package<P::Message>) -> Result<(), SendError<P::Message>> {
+        self.deliver(package).map_err(RemoteError::into_send_error)
+    }
+}
+
+impl Shared {
+    fn send_remote<M: Serialize>(&self, package: Package<M>) -> Result<(), RemoteError<M>> {
+        // Acquire: pairs with the Release stores in `leave` and the event
+        // callback; a refused send needs nothing more.
+        if !self.open.load(Ordering::Acquire) || !self.connected.load(Ordering::Acquire) {
+            return Err(RemoteError::Disconnected(package));
+        }
+        let dest = package.to.node();
+        let subject = match self.members.route(dest, Instant::now()) {
+            Ok(subject) => subject,
+            Err(Membership::Left) => return Err(RemoteError::Left(package)),
+            Err(Membership::Unreachable) => return Err(RemoteError::Unreachable(package)),
+            Err(_) => return Err(RemoteError::UnknownNode(package)),
+        };
+        let frame = match frame::encode_message(
+            KIND_MESSAGE,
+            self.node,
+            self.incarnation,
+            package.from,
+            package.to,
+            &package.topic,
+            &package.payload,
+        ) {
+            Ok(frame) => frame,
+            Err(e) => return Err(RemoteError::Encode(package, e.to_string())),
+        };
+        match self.enqueue(Outbound {
+            dest,
+            subject,
+            frame,
+        }) {
+            Ok(()) => {
+                bump(&self.stats.sent, 1);
+                Ok(())
+            }
+            Err(Enqueue::Full) => Err(RemoteError::Busy(package)),
+            Err(Enqueue::Closed) => Err(RemoteError::Disconnected(package)),
+        }
+    }
+
+    /// Queues a frame for the writer, waiting at most the send timeout for
+    /// room.
+    fn enqueue(&self, outbound: Outbound) -> Result<(), Enqueue> {
+        // Relaxed: `pending` is read by the writer after it received the
+        // frame through the channel, which orders it.
+        self.pending.fetch_add(1, Ordering::Relaxed);
+        let refused = |e| {
+            self.pending.fetch_sub(1, Ordering::Relaxed);
+            Err(e)
+        };
+        let mut outbound = match self.out.try_send(outbound) {
+            Ok(()) => return Ok(()),
+            Err(mpsc::error::TrySendError::Closed(_)) => return refused(Enqueue::Closed),
+            Err(mpsc::error::TrySendError::Full(o)) => o,
+        };
+        let deadline = Instant::now() + self.config.send_timeout;
+        self.space_waiters.fetch_add(1, Ordering::SeqCst);
+        let mut guard = self.space.lock().unwrap_or_else(|e| e.into_inner());
+        let result = loop {
+            outbound = match self.out.try_send(outbound) {
+                Ok(()) => break Ok(()),
+                Err(mpsc::error::TrySendError::Closed(_)) => break Err(Enqueue::Closed),
+                Err(mpsc::error::TrySendError::Full(o)) => o,
+            };
+            let now = Instant::now();
+            if now >= deadline {
+                break Err(Enqueue::Full);
+            }
+            // The writer notifies under the lock after taking a batch; the
+            // cap only bounds the cost of a wake-up that raced past.
+            let wait = (deadline - now).min(Duration::from_millis(5));
+            guard = self
+                .space_cv
+                .wait_timeout(guard, wait)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        };
+        drop(guard);
+        self.space_waiters.fetch_sub(1, Ordering::SeqCst);
+        match result {
+            Ok(()) => Ok(()),
+            Err(e) => refused(e),
+        }
+    }
+
+    fn send_confirmed<M: Serialize>(
+        self: &Arc<Self>,
+        package: Package<M>,
+        timeout: Duration,
+    ) -> Result<(), ConfirmError> {
+        if !self.open.load(Ordering::Acquire) || !self.connected.load(Ordering::Acquire) {
+            return Err(ConfirmError::Refused("this node is disconnected".into()));
+        }
+        let frame = frame::encode_message(
+            KIND_CONFIRMED,
+            self.node,
+            self.incarnation,
+            package.from,
+            package.to,
+            &package.topic,
+            &package.payload,
+        )
+        .map_err(|e| ConfirmError::Refused(e.to_string()))?;
+        let subject = self.config.node_subject(package.to.node());
+        let client = self.client.clone();
+        let answer = self
+            .run(timeout, async move {
+                client.request(subject, frame.into()).await
+            })
+            .ok_or(ConfirmError::Timeout)?;
+        match answer {
+            Ok(reply) => match Header::read(&reply.payload) {
+                Some((h, [status])) if h.kind == KIND_REPLY => match Status::from_byte(*status) {
+                    Some(Status::Delivered) => Ok(()),
+                    Some(Status::UnknownPid) => Err(ConfirmError::UnknownPid),
+                    Some(Status::Closed) => Err(ConfirmError::Closed),
+                    Some(Status::BadFrame) | None => Err(ConfirmError::BadFrame),
+                },
+                _ => {
+                    bump(&self.stats.bad_frames, 1);
+                    Err(ConfirmError::BadFrame)
+                }
+            },
+            Err(e) => Err(match e.kind() {
+                async_nats::RequestErrorKind::NoResponders => ConfirmError::NoResponders,
+                async_nats::RequestErrorKind::TimedOut => ConfirmError::Timeout,
+                async_nats::RequestErrorKind::Other => ConfirmError::Request(e.to_string()),
+            }),
+        }
+    }
+
+    /// Runs `future` on the node's runtime and waits for it from this
+    /// (non-async) thread, at most `timeout`; `None` on timeout or if the
+    /// runtime is gone.
+    fn run<T: Send + 'static>(
+        &self,
+        timeout: Duration,
+        future: impl Future<Output = T> + Send + 'static,
+    ) -> Option<T> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.rt.spawn(async move {
+            let _ = tx.send(tokio::time::timeout(timeout, future).await.ok());
+        });
+        // The task's own timeout ends it; this one covers a runtime that
+        // is shutting down and never runs it.
+        rx.recv_timeout(timeout + Duration::from_millis(500))
+            .ok()
+            .flatten()
+    }
+
+    /// Publishes a notice or reply frame, ignoring a failure (the peer
+    /// counts what it does not get as lost or times out).
+    async fn publish(&self, subject: Subject, frame: Vec<u8>) {
+        if self.client.publish(subject, frame.into()).await.is_err() {
+            bump(&self.stats.publish_failed, 1);
+        }
+    }
+}
+
+enum Enqueue {
+    Full,
+    Closed,
+}
+
+/// Encodes a membership frame.
+fn beat(_: &Shared, beat: Beat) -> Vec<u8> {
+    postcard::to_stdvec(&beat).expect("a beat always encodes")
+}
+
+/// Waits until the writer has handed every queued frame to the client.
+async fn wait_idle(shared: &Shared) {
+    loop {
+        let idle = shared.idle.notified();
+        tokio::pin!(idle);
+        idle.as_mut().enable();
+        // Relaxed: a late read only costs one more round of the loop; the
+        // writer notifies after every decrement to zero.
+        if shared.pending.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        idle.await;
+    }
+}
+
+/// The writer: numbers each frame per destination and publishes it, in
+/// queue order.
+async fn write_frames(shared: Arc<Shared>, mut rx: mpsc::Receiver<Outbound>) {
+    let mut batch = Vec::with_capacity(256);
+    let mut seqs: HashMap<u32, u64> = HashMap::new();
+    loop {
+        if rx.recv_many(&mut batch, 256).await == 0 {
+            return;
+        }
+        if shared.space_waiters.load(Ordering::SeqCst) > 0 {
+            let _guard = shared.space.lock().unwrap_or_else(|e| e.into_inner());
+            shared.space_cv.notify_all();
+        }
+        let n = batch.len();
+        for mut o in batch.drain(..) {
+            let seq = seqs.entry(o.dest).or_insert(0);
+            *seq += 1;
+            frame::set_seq(&mut o.frame, *seq);
+            if shared
+                .client
+                .publish(o.subject, o.frame.into())
+                .await
+                .is_ok()
+            {
+                bump(&shared.stats.published, 1);
+            } else {
+                bump(&shared.stats.publish_failed, 1);
+            }
+        }
+        if shared.pending.fetch_sub(n, Ordering::Relaxed) == n {
+            shared.idle.notify_waiters();
+        }
+    }
+}
+
+/// Per sending node: its run and the last sequence number taken.
+#[derive(Default)]
+struct Seen {
+    incarnation: u64,
+    last: u64,
+}
+
+/// The reader of the node's subject: decodes, drops duplicates, delivers
+/// into the scheduler, answers requests and notifies senders of dead
+/// letters.
+async fn read_frames<P: NodeProcess>(shared: Arc<Shared>, handle: Handle<P>, mut sub: Subscriber) {
+    let mut seen: HashMap<u32, Seen> = HashMap::new();
+    while let Some(message) = sub.next().await {
+        on_frame(&shared, &handle, &mut seen, &message.payload, message.reply).await;
+    }
+}
+
+async fn on_frame<P: NodeProcess>(
+    shared: &Shared,
+    handle: &Handle<P>,
+    seen: &mut HashMap<u32, Seen>,
+    bytes: &[u8],
+    reply: Option<Subject>,
+) {
+    let stats = &shared.stats;
+    let answer = |status: Status| frame::encode_reply(shared.node, shared.incarnation, status);
+    let Some((header, body)) = Header::read(bytes) else {
+        bump(&stats.bad_frames, 1);
+        if let Some(reply) = reply {
+            shared.publish(reply, answer(Status::BadFrame)).await;
+        }
+        return;
+    };
+    match header.kind {
+        KIND_MESSAGE | KIND_CONFIRMED => {
+            let Some(envelope) = frame::decode_body::<Envelope<P::Message>>(body) else {
+                bump(&stats.bad_frames, 1);
+                if let Some(reply) = reply {
+                    shared.publish(reply, answer(Status::BadFrame)).await;
+                }
+                return;
+            };
+            let to = envelope.to.0;
+            if to.node() != shared.node {
+                bump(&stats.misrouted, 1);
+                return;
+            }
+            if header.kind == KIND_MESSAGE && header.seq != 0 {
+                let s = seen.entry(header.origin).or_default();
+                if s.incarnation != header.incarnation {
+                    *s = Seen {
+                        incarnation: header.incarnation,
+                        last: 0,
+                    };
+                }
+                if header.seq <= s.last {
+                    bump(&stats.duplicates, 1);
+                    return;
+                }
+                bump(&stats.gaps, header.seq - s.last - 1);
+                s.last = header.seq;
+            }
+            let from = envelope.from.map(|w| w.0);
+            let package = Package {
+                from,
+                to,
+                topic: Cow::Owned(envelope.topic),
+                payload: envelope.payload,
+            };
+            let status = match Receiver::send(handle, package) {
+                Ok(()) => {
+                    bump(&stats.received, 1);
+                    Status::Delivered
+                }
+                Err(e) => {
+                    bump(&stats.undeliverable, 1);
+                    if e.is_unknown_pid() {
+                        Status::UnknownPid
+                    } else {
+                        Status::Closed
+                    }
+                }
+            };
+            if let Some(reply) = reply {
+                shared.publish(reply, answer(status)).await;
+            } else if status != Status::Delivered {
+                let notice = Notice {
+                    from: envelope.from,
+                    to: envelope.to,
+                    status,
+                };
+                let frame = frame::encode_notice(shared.node, shared.incarnation, &notice);
+                let subject = Subject::from(shared.config.node_subject(header.origin));
+                shared.publish(subject, frame).await;
+            }
+        }
+        KIND_NOTICE => {
+            let Some(notice) = frame::decode_body::<Notice>(body) else {
+                bump(&stats.bad_frames, 1);
+                return;
+            };
+            let reason = match notice.status {
+                Status::UnknownPid => DeadReason::UnknownPid,
+                Status::Closed => DeadReason::Closed,
+                Status::Delivered | Status::BadFrame => {
+                    bump(&stats.bad_frames, 1);
+                    return;
+                }
+            };
+            bump(&stats.dead_letters, 1);
+            if let Some(hook) = &shared.config.on_dead_letter {
+                let letter = DeadLetter {
+                    from: notice.from.map(|w| w.0),
+                    to: notice.to.0,
+                    reason,
+                };
+                if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(letter))).is_err()
+                {
+                    // A panicking hook loses its letter, not the reader.
+                }
+            }
+        }
+        _ => {
+            bump(&stats.bad_frames, 1);
+            if let Some(reply) = reply {
+                shared.publish(reply, answer(Status::BadFrame)).await;
+            }
+        }
+    }
+}
+
+/// The membership listener.
+async fn read_beats(shared: Arc<Shared>, mut sub: Subscriber) {
+    while let Some(message) = sub.next().await {
+        match frame::decode_body::<Beat>(&message.payload) {
+            Some(Beat::Hello { node, incarnation }) if node == shared.node => {
+                if incarnation != shared.incarnation {
+                    bump(&shared.stats.conflicts, 1);
+                }
+            }
+            Some(Beat::Hello { node, incarnation }) => {
+                let config = &shared.config;
+                let fresh = shared.members.hello(node, incarnation, || {
+                    Subject::from(config.node_subject(node))
+                });
+                if fresh == crate::members::Seen::Fresh {
+                    // A newcomer (or one back from silence) learns of us
+                    // now rather than at our next heartbeat.
+                    shared.beat_now.notify_one();
+                }
+            }
+            Some(Beat::Bye { node, incarnation }) => {
+                if node != shared.node {
+                    shared.members.bye(node, incarnation);
+                }
+            }
+            None => bump(&shared.stats.bad_frames, 1),
+        }
+    }
+}
+
+/// Announces the node every heartbeat interval, and at once when asked.
+async fn heartbeat(shared: Arc<Shared>) {
+    let mut tick = tokio::time::interval(shared.config.heartbeat);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let subject = Subject::from(shared.config.members_subject());
+    let hello = beat(
+        &shared,
+        Beat::Hello {
+            node: shared.node,
+            incarnation: shared.incarnation,
+        },
+    );
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = shared.beat_now.notified() => {}
+        }
+        if !shared.open.load(Ordering::Acquire) {
+            return;
+        }
+        shared.publish(subject.clone(), hello.clone()).await;
+    }
+}

@@ -1,0 +1,116 @@
+//! What the node tests share: a process type that can collect, echo and
+//! finish, and a two-node cluster on a throwaway server.
+#![allow(dead_code, unreachable_pub)]
+
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use stepsched::{Context, Error, Events, Pid, Process, Scheduler, Status, StepOutput};
+use stepsched_nats::{Link, NatsServer, Node, NodeConfig};
+
+/// The hang guard of every wait in these tests.
+pub const GUARD: Duration = Duration::from_secs(20);
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Msg {
+    Ping(u64),
+    Pong(u64),
+    Data(u64),
+    Stop,
+}
+
+/// What a collector saw: (sender, its own pid, message).
+pub type Seen = (Option<Pid>, Pid, Msg);
+
+pub enum Proc {
+    /// Forwards every message to a channel; ends on `Stop`.
+    Collector(Sender<Seen>),
+    /// Answers `Ping(n)` with `Pong(n)` to the sender, through the link.
+    Echo(Link<Proc>),
+    /// Ends at its first step.
+    Once,
+}
+
+impl Process for Proc {
+    type Input = ();
+    type Message = Msg;
+    type Response = ();
+    type Command = String;
+    type Output = ();
+
+    fn init(&mut self, _: &Context<'_, Self>, _: &str, _: ()) -> Result<(), Error> {
+        Ok(())
+    }
+
+    fn step(
+        &mut self,
+        cx: &mut Context<'_, Self>,
+        events: Events<'_, Msg, ()>,
+        out: &mut StepOutput<String, ()>,
+    ) -> Result<(), Error> {
+        let me = cx.pid();
+        for event in events {
+            if event.is_cancel() {
+                return Err(Error::Cancelled);
+            }
+            let from = event.sender();
+            let Some(msg) = event.into_message() else {
+                continue;
+            };
+            match self {
+                Proc::Collector(tx) => {
+                    let stop = msg == Msg::Stop;
+                    let _ = tx.send((from, me, msg));
+                    if stop {
+                        out.set_status(Status::Done(()));
+                        return Ok(());
+                    }
+                }
+                Proc::Echo(link) => {
+                    if let (Msg::Ping(n), Some(from)) = (msg, from) {
+                        link.send_from(me, from, Msg::Pong(n))
+                            .map_err(|e| Error::failed(e.to_string()))?;
+                    }
+                }
+                Proc::Once => {}
+            }
+        }
+        out.set_status(match self {
+            Proc::Once => Status::Done(()),
+            _ => Status::Idle,
+        });
+        Ok(())
+    }
+}
+
+pub fn server() -> NatsServer {
+    NatsServer::start().unwrap_or_else(|e| panic!("{e}"))
+}
+
+pub fn config(node: u32, server: &NatsServer) -> NodeConfig {
+    NodeConfig::new(node, server.url()).prefix("t")
+}
+
+pub fn node(config: NodeConfig) -> Node<Proc> {
+    Node::start(Scheduler::<Proc>::builder().workers(1), config).expect("node starts")
+}
+
+/// A collector on `node`: its pid and what it sees.
+pub fn collector(node: &Node<Proc>) -> (Pid, Receiver<Seen>) {
+    let (tx, rx) = channel();
+    let pid = node.allocate_pid();
+    node.scheduler()
+        .submit(pid, Proc::Collector(tx), "run", ())
+        .expect("submit");
+    (pid, rx)
+}
+
+/// Two nodes, 1 and 2, that know each other.
+pub fn pair(server: &NatsServer) -> (Node<Proc>, Node<Proc>) {
+    let a = node(config(1, server));
+    let b = node(config(2, server));
+    assert!(a.wait_for(2, GUARD), "node 1 never saw node 2");
+    assert!(b.wait_for(1, GUARD), "node 2 never saw node 1");
+    (a, b)
+}
