@@ -34,6 +34,7 @@ pub struct NodeConfig {
     pub(crate) send_timeout: Duration,
     pub(crate) queue_capacity: usize,
     pub(crate) reconnect_delay: Duration,
+    pub(crate) inbox_capacity: usize,
     pub(crate) on_dead_letter: Option<DeadLetterHook>,
 }
 
@@ -56,7 +57,8 @@ impl NodeConfig {
     /// Defaults: subject prefix `stepsched`, a heartbeat every 200 ms, a
     /// peer unreachable after 1 s without one, 2 s to connect, a send
     /// waits at most 1 s on a full outbound queue of 65 536 frames, and a
-    /// lost connection is retried every 100 ms to 1 s.
+    /// lost connection is retried every 100 ms to 1 s, and the reader's
+    /// buffer holds up to 2<sup>20</sup> frames.
     pub fn new(node: u32, url: impl Into<String>) -> Self {
         NodeConfig {
             node,
@@ -68,6 +70,7 @@ impl NodeConfig {
             send_timeout: Duration::from_secs(1),
             queue_capacity: 65_536,
             reconnect_delay: Duration::from_secs(1),
+            inbox_capacity: 1 << 20,
             on_dead_letter: None,
         }
     }
@@ -75,6 +78,11 @@ impl NodeConfig {
     /// The node number.
     pub fn node_id(&self) -> u32 {
         self.node
+    }
+
+    /// The member timeout (see [`member_timeout`](Self::member_timeout)).
+    pub fn member_timeout_value(&self) -> Duration {
+        self.member_timeout
     }
 
     /// The first part of every subject: clusters with different prefixes
@@ -114,6 +122,17 @@ impl NodeConfig {
     /// How many encoded frames the outbound queue holds.
     pub fn queue_capacity(mut self, frames: usize) -> Self {
         self.queue_capacity = frames.max(1);
+        self
+    }
+
+    /// How many received frames the NATS client buffers for the node's
+    /// reader before it drops new ones (a slow consumer, counted in
+    /// [`NodeStats::slow_consumer`](crate::NodeStats::slow_consumer)).
+    /// Core NATS has no flow control: this buffer is what absorbs a sender
+    /// faster than the receiving node. Default 2<sup>20</sup> frames
+    /// (memory is used only while the reader is behind).
+    pub fn inbox_capacity(mut self, frames: usize) -> Self {
+        self.inbox_capacity = frames.max(1);
         self
     }
 

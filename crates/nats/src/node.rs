@@ -110,6 +110,10 @@ pub struct NodeStats {
     pub gaps: u64,
     /// Heartbeats from another node claiming this node's number.
     pub conflicts: u64,
+    /// Times the NATS client dropped received frames because the reader
+    /// was behind by [`NodeConfig::inbox_capacity`] (each such drop shows
+    /// as gaps, or as lost heartbeats).
+    pub slow_consumer: u64,
 }
 
 #[derive(Debug, Default)]
@@ -125,6 +129,7 @@ struct Counters {
     duplicates: AtomicU64,
     gaps: AtomicU64,
     conflicts: AtomicU64,
+    slow_consumer: AtomicU64,
 }
 
 /// Adds `n` to a statistics counter. Relaxed: counters publish nothing.
@@ -161,6 +166,8 @@ struct Shared {
     /// Asks the heartbeat task for a heartbeat now.
     beat_now: Arc<Notify>,
     stats: Counters,
+    /// Slow-consumer events (counted by the event callback).
+    slow: Arc<AtomicU64>,
     client: Client,
     rt: tokio::runtime::Handle,
 }
@@ -273,10 +280,12 @@ impl<P: NodeProcess> Node<P> {
             .build()?;
         let connected = Arc::new(AtomicBool::new(false));
         let beat_now = Arc::new(Notify::new());
+        let slow = Arc::new(AtomicU64::new(0));
         let max_delay = config.reconnect_delay;
         let options = {
             let connected = connected.clone();
             let beat_now = beat_now.clone();
+            let slow = slow.clone();
             ConnectOptions::new()
                 .name(format!("stepsched-node-{node}"))
                 .no_echo()
@@ -288,9 +297,11 @@ impl<P: NodeProcess> Node<P> {
                         .saturating_mul(attempts)
                         .min(max_delay)
                 })
+                .subscription_capacity(config.inbox_capacity)
                 .event_callback(move |event| {
                     let connected = connected.clone();
                     let beat_now = beat_now.clone();
+                    let slow = slow.clone();
                     async move {
                         match event {
                             Event::Connected => {
@@ -303,6 +314,7 @@ impl<P: NodeProcess> Node<P> {
                             Event::Disconnected | Event::Closed => {
                                 connected.store(false, Ordering::Release);
                             }
+                            Event::SlowConsumer(_) => bump(&slow, 1),
                             _ => {}
                         }
                     }
@@ -357,6 +369,7 @@ impl<P: NodeProcess> Node<P> {
             space_waiters: AtomicUsize::new(0),
             beat_now,
             stats: Counters::default(),
+            slow,
             client,
             rt: runtime.handle().clone(),
         });
@@ -652,6 +665,7 @@ impl<P: NodeProcess> Link<P> {
             duplicates: get(&c.duplicates),
             gaps: get(&c.gaps),
             conflicts: get(&c.conflicts),
+            slow_consumer: get(&c.slow_consumer) + get(&self.shared.slow),
         }
     }
 
