@@ -288,8 +288,8 @@ impl<P: SchedProcess> Core<P> {
             // `dispatch` looks at the state cell before each one, so none
             // is dispatched once a terminate has landed.
             if !body.out.yields().is_empty() {
-                let owned = std::mem::take(&mut spare.count);
-                spare.count = self.dispatch(handlers, &slot, &mut body.out, batch, owned, debugged);
+                let lent = std::mem::take(&mut spare.count);
+                spare.count = self.dispatch(handlers, &slot, &mut body.out, batch, lent, debugged);
             }
             let waiting = match status {
                 // A process that asked to continue goes to the back of the
