@@ -470,8 +470,8 @@ impl<T: Send + 'static> Pool<T> {
 
     /// Submits an item that continues the work of the calling worker: from
     /// one of the pool's workers, [`WorkerContext::push_next`] (the item
-    /// runs next on this worker, and no sleeping worker is woken for it if
-    /// the worker's deque was empty); from any other thread, as
+    /// runs next on this worker, and no sleeping worker is woken for it);
+    /// from any other thread, as
     /// [`submit`](Self::submit).
     ///
     /// # Errors

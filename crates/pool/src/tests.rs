@@ -91,7 +91,7 @@ fn notify_prefers_the_named_sleeper() {
 }
 
 #[test]
-fn push_next_onto_an_empty_deque_wakes_nobody() {
+fn push_next_wakes_nobody_but_announces_what_it_displaces() {
     use std::sync::Arc;
 
     use stepsched_deque::Worker as Deque;
@@ -115,13 +115,13 @@ fn push_next_onto_an_empty_deque_wakes_nobody() {
     assert_eq!(
         shared.sleep.sleeping(),
         1,
-        "a push onto an empty deque woke a worker"
+        "the item to run next woke a worker"
     );
     ctx.push_next(2);
     assert_eq!(
         shared.sleep.sleeping(),
         0,
-        "a push beside another item was not announced"
+        "the item displaced into the deque was not announced"
     );
     assert_eq!(t.join().unwrap(), Parked::Woken);
     assert_eq!(ctx.drain_local(), [2, 1], "both items are still queued");

@@ -4,7 +4,8 @@
 //!
 //! Each call of [`Search::find`] looks, in order, at:
 //!
-//! 1. the worker's own deque (LIFO pop);
+//! 1. the worker's next item ([`WorkerContext::push_next`]), then its own
+//!    deque (LIFO pop);
 //! 2. its own affinity inbox;
 //! 3. the global queue: one item to run plus up to [`GLOBAL_BATCH`] more
 //!    moved into the deque;
@@ -32,9 +33,10 @@
 //! global batch must be announced even for one item, because its producer
 //! may have skipped its wake-up for a searcher that no longer sees it in
 //! the global queue.) [`WorkerContext::push_next`] is the one exception,
-//! by design: a push onto an empty deque is not announced, because the
-//! owner runs it as soon as its current item returns (the continuation of
-//! a chain; see its docs). Steal batches are covered by the last-searcher rule. Inboxes are
+//! by design: its item does not go to the deque and is not announced,
+//! because the owner runs it as soon as its current item returns (the
+//! continuation of a chain; see its docs); an item it displaces goes to the
+//! deque and is announced. Steal batches are covered by the last-searcher rule. Inboxes are
 //! MPMC queues that every searcher also pops, so an inbox is drained even
 //! while its owner is stuck in a long item.
 
@@ -156,6 +158,10 @@ thread_local! {
 pub struct WorkerContext<T: Send + 'static> {
     index: usize,
     deque: Deque<T>,
+    /// The item to run next ([`push_next`](Self::push_next)): only this
+    /// worker takes it, before its deque. (The context is used only on its
+    /// worker's thread: it is not `Sync`, as the deque's owner end is not.)
+    next: Cell<Option<T>>,
     shared: Arc<Shared<T>>,
 }
 
@@ -244,17 +250,18 @@ impl<T: Send + 'static> WorkerContext<T> {
         self.announce_local();
     }
 
-    /// Queues `item` on this worker's own deque to run next, like
-    /// [`push`](Self::push), but wakes no sleeping worker when the deque was
-    /// empty: this worker runs it as soon as the item it is running returns.
+    /// Queues `item` to run next on this worker, as soon as the item it is
+    /// running returns, and wakes no sleeping worker for it.
     ///
     /// This is the continuation of a chain (a message answered, a process
     /// put back at the end of its run), where waking a second worker only
-    /// moves the chain between cores. The item stays stealable by a worker
-    /// that searches; but if this worker then runs a long time before
-    /// returning, a sleeping worker is not woken for it (tokio's LIFO slot
-    /// makes the same trade, without the stealing). A push onto a deque that
-    /// already holds items is announced as with `push`.
+    /// moves the chain between cores. The item waits in a slot of the
+    /// worker's own, not in its deque: no deque push, no pop, and no
+    /// thief can take it (tokio's LIFO slot makes the same trade). If this
+    /// worker then runs a long time before returning, the item waits for
+    /// it. An item already in the slot is displaced into the deque, as
+    /// with [`push`](Self::push): stealable and announced, since it now
+    /// waits behind another.
     ///
     /// ```
     /// use stepsched_pool::Pool;
@@ -278,12 +285,8 @@ impl<T: Send + 'static> WorkerContext<T> {
     /// ```
     #[inline]
     pub fn push_next(&self, item: T) {
-        // The owner's view of the length never undercounts (thieves only
-        // take), so an item pushed beside others is always announced.
-        let was_empty = self.deque.is_empty();
-        self.deque.push(item);
-        if !was_empty {
-            self.announce_local();
+        if let Some(displaced) = self.next.replace(Some(item)) {
+            self.push(displaced);
         }
     }
 
@@ -413,14 +416,19 @@ impl<T: Send + 'static> WorkerContext<T> {
         WorkerContext {
             index,
             deque,
+            next: Cell::new(None),
             shared,
         }
     }
 
-    /// Pops everything left in this worker's deque (for models and tests).
+    /// Takes everything left to this worker, in the order it would run it:
+    /// its next item, then its deque (for models and tests).
     #[cfg(test)]
     pub(crate) fn drain_local(&self) -> Vec<T> {
-        std::iter::from_fn(|| self.deque.pop()).collect()
+        let next = self.next.take();
+        next.into_iter()
+            .chain(std::iter::from_fn(|| self.deque.pop()))
+            .collect()
     }
 
     /// Announces work this worker made visible in its own deque. In a
@@ -569,6 +577,9 @@ impl Search {
             }
         }
 
+        if let Some(item) = ctx.next.take() {
+            return Found::Item(item);
+        }
         if let Some(item) = ctx.deque.pop() {
             return Found::Item(item);
         }

@@ -330,9 +330,9 @@ impl<P: SchedProcess> Core<P> {
             (Park::Parked, _) => {}
             (Park::Requeue, true) => ctx.inject(Task::new(slot)),
             // Woken while running: stay on this worker (cache-warm; this
-            // run ends here, so `push_next` wakes nobody for it when the
-            // deque was empty), but only a few times in a row, or the LIFO
-            // deque would run this process forever ahead of the rest.
+            // run ends here, so `push_next` keeps it to run next and wakes
+            // nobody for it), but only a few times in a row, or it would
+            // run forever ahead of the rest of the worker's queue.
             (Park::Requeue, false) if streak < LOCAL_REQUEUES => {
                 ctx.push_next(Task::requeued(slot, streak + 1));
             }
