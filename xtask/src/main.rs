@@ -24,7 +24,7 @@ const LOOM_CRATES: &[&str] = &[
 const TASKS: &[(&str, &str)] = &[
     (
         "stress [scenario..] [flags]",
-        "stress scenarios in release mode (deque, mpsc, pool, memory, scheduler, lua; default all), a progress bar each and one summary table; flags: --workers N --processes N --seconds S --seed N --quick --json; `soak` repeats until --seconds; `cargo xtask stress --help` describes each; exit 1 on a breach, 2 on a usage error",
+        "stress scenarios in release mode (deque, mpsc, pool, memory, scheduler, lua; default all; `cluster`, three stepsched-nats nodes on a nats-server, by name only), a progress bar each and one summary table; flags: --workers N --processes N --seconds S --seed N --quick --json; `soak` repeats until --seconds; `cargo xtask stress --help` describes each; exit 1 on a breach, 2 on a usage error",
     ),
     (
         "loom [--preemptions N] [crate..]",

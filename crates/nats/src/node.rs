@@ -563,6 +563,12 @@ impl<P: NodeProcess> Link<P> {
     /// handed it to its scheduler. A local PID is answered by the local
     /// scheduler at once.
     ///
+    /// It is ordered after every send this node queued before it (it
+    /// waits for the outbound queue to drain, then goes on the same
+    /// connection): when it returns `Ok`, every earlier message from this
+    /// node to that process that was not lost is in the process's queue
+    /// ahead of it, as an end-of-stream marker needs.
+    ///
     /// Unlike [`send`](Self::send) it does not consult the membership
     /// table: a node that is not subscribed is found out by NATS ("no
     /// responders"). It blocks the calling thread; do not call it from a
@@ -787,10 +793,14 @@ impl Shared {
         )
         .map_err(|e| ConfirmError::Refused(e.to_string()))?;
         let subject = self.config.node_subject(package.to.node());
-        let client = self.client.clone();
+        let s = self.clone();
         let answer = self
             .run(timeout, async move {
-                client.request(subject, frame.into()).await
+                // Everything queued before this send goes first: once the
+                // writer has handed it all to the client, the request
+                // follows it on the same connection, in order.
+                wait_idle(&s).await;
+                s.client.request(subject, frame.into()).await
             })
             .ok_or(ConfirmError::Timeout)?;
         match answer {

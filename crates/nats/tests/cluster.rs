@@ -22,11 +22,12 @@ fn a_remote_send_arrives_once_with_its_sender() {
     let (a, b) = pair(&server);
     let (to, seen) = collector(&b);
     let from = a.allocate_pid();
-    for n in 0..100 {
+    for n in 0..20_000 {
         a.send_from(from, to, Msg::Data(n)).unwrap();
     }
-    a.send(to, Msg::Stop).unwrap();
-    for n in 0..100 {
+    // A confirmed send is ordered after the plain ones before it.
+    assert_eq!(a.send_confirmed(None, to, Msg::Stop, GUARD), Ok(()));
+    for n in 0..20_000 {
         let got = seen.recv_timeout(GUARD).expect("message");
         assert_eq!(
             got,
@@ -40,8 +41,8 @@ fn a_remote_send_arrives_once_with_its_sender() {
         "nothing more"
     );
     let (sa, sb) = (a.stats(), b.stats());
-    assert_eq!(sa.sent, 101);
-    assert_eq!(sb.received, 101);
+    assert_eq!(sa.sent, 20_000, "a confirmed send is not counted here");
+    assert_eq!(sb.received, 20_001);
     assert_eq!((sb.duplicates, sb.gaps, sb.bad_frames), (0, 0, 0));
 }
 
