@@ -295,5 +295,6 @@ fn ci() -> Result<(), String> {
     package::package()?;
     loom(&[])?;
     mutants::mutants(&["--ci".to_string(), "--write-doc".to_string()])?;
-    stress(&["--quick".to_string()])
+    stress(&["--quick".to_string()])?;
+    stress(&["cluster".to_string(), "--quick".to_string()])
 }

@@ -971,7 +971,7 @@ async fn on_frame<P: NodeProcess>(
                     bump(&stats.duplicates, 1);
                     return;
                 }
-                bump(&stats.gaps, header.seq - s.last - 1);
+                bump(&stats.gaps, header.seq - s.last - 1); // seq > last here
                 s.last = header.seq;
             }
             let from = envelope.from.map(|w| w.0);
