@@ -808,7 +808,10 @@ impl<T> Receiver<T> {
                 break;
             }
         }
-        self.reclaim();
+        // Only when `head` has moved on is there a block behind it.
+        if self.free_head != self.head {
+            self.reclaim();
+        }
         // Keep at least one drain's worth of slots as spares: producers
         // fill that much while the consumer is away.
         let drained = self.index.wrapping_sub(first);
@@ -846,6 +849,7 @@ impl<T> Receiver<T> {
 
     /// Recycles the blocks behind `head` that no producer can reach any more
     /// (step 3 of the release protocol).
+    #[inline(never)]
     fn reclaim(&mut self) {
         while self.free_head != self.head {
             let block = self.free_head;
