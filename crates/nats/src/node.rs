@@ -206,9 +206,11 @@ pub struct Node<P: NodeProcess> {
 /// A cloneable, thread-safe handle to a [`Node`]: sends by PID wherever
 /// the process lives, and answers what the node knows of the cluster.
 ///
-/// A step sends through a link it holds (its process gets a clone when it
-/// is built): [`Context::send`](stepsched::Context::send) only reaches the
-/// local scheduler.
+/// A step's own [`Context::send`](stepsched::Context::send) reaches other
+/// nodes too (the node sets its link as the scheduler's remote route,
+/// [`Handle::route_remote`](stepsched::Handle::route_remote)), with the
+/// relay's two refusals; a link gives the detailed [`RemoteError`] and
+/// [`send_confirmed`](Self::send_confirmed).
 pub struct Link<P: NodeProcess> {
     shared: Arc<Shared>,
     handle: Handle<P>,
@@ -402,8 +404,13 @@ impl<P: NodeProcess> Node<P> {
             })
             .map_err(|_| StartError::Subscribe("announcement timed out".into()))?
             .map_err(StartError::Subscribe)?;
+        let link = Link { shared, handle };
+        // A step's `Context::send` (and `Scheduler::send`) to a PID of
+        // another node goes through the link too; the scheduler drops the
+        // route at its shutdown.
+        scheduler.handle().route_remote(Arc::new(link.clone()));
         Ok(Node {
-            link: Link { shared, handle },
+            link,
             runtime: Some(runtime),
             scheduler: Some(scheduler),
         })

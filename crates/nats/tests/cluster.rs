@@ -63,6 +63,32 @@ fn ping_pong_across_nodes_through_processes() {
 }
 
 #[test]
+fn a_steps_own_send_and_the_schedulers_reach_other_nodes() {
+    let server = server();
+    let (a, b) = pair(&server);
+    let echo = b.allocate_pid();
+    b.scheduler()
+        .submit(echo, Proc::StepEcho, "run", ())
+        .unwrap();
+    let (me, pongs) = collector(&a);
+    for n in 0..50 {
+        a.send_from(me, echo, Msg::Ping(n)).unwrap();
+        let got = pongs.recv_timeout(GUARD).expect("pong");
+        assert_eq!(got, (Some(echo), me, Msg::Pong(n)), "sent by Context::send");
+    }
+    // The scheduler's own send (no sender) goes the same way.
+    a.scheduler().send(echo, Msg::Data(7)).unwrap();
+    b.scheduler().send(me, Msg::Stop).unwrap();
+    assert_eq!(pongs.recv_timeout(GUARD).unwrap(), (None, me, Msg::Stop));
+    // An unknown node is an unknown PID to the scheduler's send.
+    let err = a
+        .scheduler()
+        .send(Pid::new(9, 1), Msg::Data(1))
+        .unwrap_err();
+    assert!(err.is_unknown_pid(), "{err:?}");
+}
+
+#[test]
 fn a_local_pid_goes_through_the_local_scheduler() {
     let server = server();
     let a = node(config(1, &server));

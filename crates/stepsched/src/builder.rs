@@ -330,6 +330,7 @@ impl<P: SchedProcess> Builder<P> {
             on_start: self.on_start,
             on_complete: self.on_complete,
             on_shutdown: std::sync::Mutex::new(self.on_shutdown),
+            remote: std::sync::RwLock::new(None),
             submitted: CachePadded::new(AtomicU64::new(0)),
             counters: (0..=workers)
                 .map(|_| CachePadded::new(Counters::default()))

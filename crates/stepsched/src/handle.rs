@@ -217,6 +217,9 @@ impl<P: SchedProcess> Handle<P> {
     /// `package.to`; the rule of [`send`](Handle::send) for refusals.
     fn deliver(&self, package: Package<P::Message>) -> Result<(), SendError<P::Message>> {
         let Some(slot) = self.core.routes.get(package.to) else {
+            if package.to.node() != self.core.pids.node() {
+                return self.deliver_remote(package);
+            }
             return Err(self.refuse(package, false));
         };
         let Package {
@@ -234,6 +237,72 @@ impl<P: SchedProcess> Handle<P> {
             };
             self.refuse(package, true)
         })
+    }
+
+    /// Hands a package for a PID of another node to the remote route, if
+    /// one is set; else the PID is unknown here.
+    #[cold]
+    fn deliver_remote(&self, package: Package<P::Message>) -> Result<(), SendError<P::Message>> {
+        let route = self
+            .core
+            .remote
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        match route {
+            Some(route) => route.send(package),
+            None => Err(SendError::UnknownPid(package)),
+        }
+    }
+
+    /// Routes sends to PIDs of other nodes through `route`: every send of
+    /// this scheduler ([`send`](Handle::send), a step's
+    /// [`Context::send`](stepsched_process::Context::send), the
+    /// [`Receiver`] impl) whose PID names another node than this
+    /// scheduler's ([`Builder::node`](crate::Builder::node)) goes to
+    /// `route` with its sender, and its answer is the send's. Without a
+    /// route such a send fails with [`SendError::UnknownPid`]. A node layer
+    /// (such as `stepsched-nats`) sets it; a later call replaces it.
+    ///
+    /// The route is dropped at the end of the shutdown, so a route that
+    /// holds a [`Handle`] of this scheduler does not keep it alive.
+    ///
+    /// ```
+    /// # use stepsched::{Context, Error, Events, Process, Status, StepOutput};
+    /// # struct Idle;
+    /// # impl Process for Idle {
+    /// #     type Input = (); type Message = u8; type Response = u8; type Command = String; type Output = ();
+    /// #     fn init(&mut self, _: &Context<'_, Self>, _: &str, _: ()) -> Result<(), Error> { Ok(()) }
+    /// #     fn step(&mut self, _cx: &mut Context<'_, Self>, _: Events<'_, u8>, out: &mut StepOutput<String, ()>) -> Result<(), Error> {
+    /// #         out.set_status(Status::Idle);
+    /// #         Ok(())
+    /// #     }
+    /// # }
+    /// use std::sync::{Arc, Mutex};
+    /// use stepsched::{Package, Pid, Receiver, Scheduler, SendError};
+    ///
+    /// /// Keeps what it is given, as a node layer would publish it.
+    /// struct Outbox(Mutex<Vec<Package<u8>>>);
+    /// impl Receiver<u8> for Outbox {
+    ///     fn send(&self, package: Package<u8>) -> Result<(), SendError<u8>> {
+    ///         self.0.lock().unwrap().push(package);
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let scheduler = Scheduler::<Idle>::builder().node(1).workers(1).build().unwrap();
+    /// let elsewhere = Pid::new(2, 7);
+    /// assert!(scheduler.send(elsewhere, 5).unwrap_err().is_unknown_pid());
+    ///
+    /// let outbox = Arc::new(Outbox(Mutex::new(Vec::new())));
+    /// scheduler.handle().route_remote(outbox.clone());
+    /// scheduler.send(elsewhere, 5).unwrap();
+    /// assert_eq!(outbox.0.lock().unwrap()[0].to, elsewhere);
+    /// // A PID of this node never leaves it.
+    /// assert!(scheduler.send(Pid::new(1, 99), 5).unwrap_err().is_unknown_pid());
+    /// ```
+    pub fn route_remote(&self, route: Arc<dyn Receiver<P::Message> + Send + Sync>) {
+        *self.core.remote.write().unwrap_or_else(|p| p.into_inner()) = Some(route);
     }
 
     /// The [`Address`] of the live process `pid`, to send to it many times

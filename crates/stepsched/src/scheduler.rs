@@ -267,6 +267,12 @@ fn shut_down_once<P: SchedProcess>(core: &Arc<Core<P>>, deadline: Duration) -> S
         }
     }
     trace::debug!(?report, "scheduler shut down");
+    let remote = core
+        .remote
+        .write()
+        .unwrap_or_else(|p| p.into_inner())
+        .take();
+    drop(remote);
     let hooks = std::mem::take(&mut *core.on_shutdown.lock().unwrap_or_else(|p| p.into_inner()));
     for hook in hooks {
         if catch_unwind(AssertUnwindSafe(hook)).is_err() {

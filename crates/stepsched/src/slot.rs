@@ -98,6 +98,9 @@ pub(crate) type CompleteHook<O> = Arc<dyn Fn(Pid, Result<&O, &Error>) + Send + S
 /// A hook run once, at the end of the shutdown (`Builder::on_shutdown`).
 pub(crate) type ShutdownHook = Box<dyn FnOnce() + Send>;
 
+/// Where sends to PIDs of other nodes go (`Handle::route_remote`).
+pub(crate) type RemoteRoute<M> = Arc<dyn stepsched_relay::Receiver<M> + Send + Sync>;
+
 /// Everything the scheduler's handles and workers share.
 ///
 /// The counters that submits and completions write (`pids`, `live`,
@@ -133,6 +136,11 @@ pub(crate) struct Core<P: Process + 'static> {
     /// build: it is locked once, by the thread that claimed the shutdown,
     /// so loom has no interleaving to explore in it.
     pub(crate) on_shutdown: std::sync::Mutex<Vec<ShutdownHook>>,
+    /// The route for PIDs of other nodes, if a node layer set one; dropped
+    /// at the end of the shutdown (it may hold a handle: no cycle outlives
+    /// the scheduler). Read only when a PID of another node has no local
+    /// route, never on a local send.
+    pub(crate) remote: std::sync::RwLock<Option<RemoteRoute<P::Message>>>,
     pub(crate) submitted: CachePadded<AtomicU64>,
     /// Steps, results and phase transitions, one cache line per worker
     /// (plus [`SHARED_LINES`] for other threads), so workers never contend

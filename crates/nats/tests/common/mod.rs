@@ -28,6 +28,10 @@ pub enum Proc {
     Collector(Sender<Seen>),
     /// Answers `Ping(n)` with `Pong(n)` to the sender, through the link.
     Echo(Link<Proc>),
+    /// Answers `Ping(n)` with `Pong(n)` to the sender with the step's own
+    /// `Context::send`, which reaches other nodes through the route the
+    /// node set on its scheduler.
+    StepEcho,
     /// Ends at its first step.
     Once,
 }
@@ -71,6 +75,11 @@ impl Process for Proc {
                     if let (Msg::Ping(n), Some(from)) = (msg, from) {
                         link.send_from(me, from, Msg::Pong(n))
                             .map_err(|e| Error::failed(e.to_string()))?;
+                    }
+                }
+                Proc::StepEcho => {
+                    if let (Msg::Ping(n), Some(from)) = (msg, from) {
+                        cx.send(from, Msg::Pong(n))?;
                     }
                 }
                 Proc::Once => {}
