@@ -6,6 +6,9 @@
 //!   handler (tokio: 1 000 tasks × 100 `yield_now`).
 //! * `ping-pong`: two processes exchange 10 000 round trips through each
 //!   other's `Address` (tokio: two tasks on unbounded channels).
+//! * `counting`: the main thread sends 1 000 000 messages to one process
+//!   through its `Address` (tokio: one task on one unbounded channel); the
+//!   sender is profiled too (`--toggle-collect='*hot_loops*'` adds it).
 //!
 //! ```sh
 //! cargo build --release -p stepsched-benches --example hot_loops
@@ -16,7 +19,7 @@
 //!     target/release/examples/hot_loops ping-pong tokio 1 5
 //! ```
 //!
-//! Arguments: workload (`yields` or `ping-pong`), peer (`stepsched` or
+//! Arguments: workload (`yields`, `ping-pong` or `counting`), peer (`stepsched` or
 //! `tokio`), workers, rounds. Prints the time per yield or round trip; the
 //! submitting thread waits by spinning on an atomic, so it adds nothing to
 //! the workers' profile.
@@ -33,6 +36,7 @@ use stepsched::{
 const YIELDERS: usize = 1_000;
 const YIELDS: u32 = 100;
 const ROUND_TRIPS: u32 = 10_000;
+const COUNTED: u32 = 1_000_000;
 
 /// A yielder, or one end of the ping-pong.
 enum Hot {
@@ -45,6 +49,9 @@ enum Hot {
         to: Option<Address<Hot>>,
         left: u32,
         server: bool,
+    },
+    Sink {
+        left: u32,
     },
 }
 
@@ -106,6 +113,17 @@ impl Process for Hot {
                     }
                 }
             }
+            Hot::Sink { left } => {
+                out.set_status(Status::Idle);
+                for event in events {
+                    if let Event::Message { .. } = event {
+                        *left -= 1;
+                        if *left == 0 {
+                            out.set_status(Status::Done(0));
+                        }
+                    }
+                }
+            }
         }
         Ok(())
     }
@@ -151,6 +169,16 @@ fn ours(workload: &str, workers: usize, rounds: u32) -> Duration {
                         .expect("submit"),
                 );
             }
+        } else if workload == "counting" {
+            left.store(1, Ordering::Release);
+            let process = Hot::Sink { left: COUNTED };
+            let to = s
+                .submit(s.allocate_pid(), process, "run", ())
+                .expect("submit")
+                .address();
+            for m in 0..COUNTED {
+                to.send(u64::from(m)).expect("the counter is live");
+            }
         } else {
             left.store(2, Ordering::Release);
             let (a, b) = (s.allocate_pid(), s.allocate_pid());
@@ -167,7 +195,13 @@ fn ours(workload: &str, workers: usize, rounds: u32) -> Duration {
         }
         wait(&left);
     }
-    start.elapsed()
+    let elapsed = start.elapsed();
+    let stats = s.stats();
+    eprintln!(
+        "steps {} messages {} submitted {}",
+        stats.steps, stats.messages, stats.submitted
+    );
+    elapsed
 }
 
 fn tokio(workload: &str, workers: usize, rounds: u32) -> Duration {
@@ -188,6 +222,19 @@ fn tokio(workload: &str, workers: usize, rounds: u32) -> Duration {
                     }
                     done.fetch_sub(1, Ordering::AcqRel);
                 }));
+            }
+        } else if workload == "counting" {
+            left.store(1, Ordering::Release);
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<u64>();
+            let done = left.clone();
+            drop(rt.spawn(async move {
+                for _ in 0..COUNTED {
+                    rx.recv().await.expect("a message");
+                }
+                done.fetch_sub(1, Ordering::AcqRel);
+            }));
+            for m in 0..COUNTED {
+                tx.send(u64::from(m)).expect("the task is live");
             }
         } else {
             left.store(2, Ordering::Release);
@@ -221,7 +268,9 @@ fn tokio(workload: &str, workers: usize, rounds: u32) -> Duration {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [workload, peer, workers, rounds] = args.as_slice() else {
-        eprintln!("usage: hot_loops <yields|ping-pong> <stepsched|tokio> <workers> <rounds>");
+        eprintln!(
+            "usage: hot_loops <yields|ping-pong|counting> <stepsched|tokio> <workers> <rounds>"
+        );
         std::process::exit(2);
     };
     let (Ok(workers), Ok(rounds)) = (workers.parse::<usize>(), rounds.parse::<u32>()) else {
@@ -231,8 +280,9 @@ fn main() {
     let (units, unit) = match workload.as_str() {
         "yields" => ((YIELDERS as u32) * YIELDS, "yield"),
         "ping-pong" => (ROUND_TRIPS, "round trip"),
+        "counting" => (COUNTED, "message"),
         other => {
-            eprintln!("unknown workload `{other}`: yields or ping-pong");
+            eprintln!("unknown workload `{other}`: yields, ping-pong or counting");
             std::process::exit(2);
         }
     };

@@ -563,6 +563,7 @@ impl StateCell {
     /// assert_eq!(cell.try_start(), Start::Started);
     /// assert!(matches!(cell.try_start(), Start::Invalid(s) if s.is_running()));
     /// ```
+    #[inline]
     pub fn try_start(&self) -> Start {
         // Acquire (needed): the new owner sees the body its last owner left
         // and every event whose wake came before this start (a wake that
@@ -587,6 +588,7 @@ impl StateCell {
     /// assert_eq!(cell.park_idle(), Park::Parked);
     /// assert!(cell.load().is_idle());
     /// ```
+    #[inline]
     pub fn park_idle(&self) -> Park {
         // Release (needed): whoever next owns the process (a waker's run, or
         // a forcer that finds it Idle) sees the body this step left.
@@ -608,6 +610,7 @@ impl StateCell {
     /// assert_eq!(cell.park_blocked(), Park::Requeue);
     /// assert!(cell.load().is_ready());
     /// ```
+    #[inline]
     pub fn park_blocked(&self) -> Park {
         // Release (needed): whoever next owns the process (a completer's
         // run, or a forcer that finds it Blocked) sees the body this step
@@ -628,6 +631,7 @@ impl StateCell {
     /// assert_eq!(cell.finish_dispatch(), Park::Parked);
     /// assert!(cell.load().is_blocked());
     /// ```
+    #[inline]
     pub fn finish_dispatch(&self) -> Park {
         self.park_blocked()
     }
@@ -645,6 +649,7 @@ impl StateCell {
     /// assert_eq!(cell.reschedule(), Park::Requeue);
     /// assert!(cell.load().is_ready());
     /// ```
+    #[inline]
     pub fn reschedule(&self) -> Park {
         // Release (needed): a forcer that finds the process Ready owns it
         // and sees the body this step left (the run queue publishes it to
@@ -737,6 +742,7 @@ impl StateCell {
     /// assert_eq!(cell.wake(), Wake::AlreadyReady); // everyone else does nothing
     /// ```
     #[doc(alias = "notify_while_running")]
+    #[inline]
     pub fn wake(&self) -> Wake {
         // Release (needed): the worker whose `try_start` reads this write or
         // a later one sees the event pushed before it. Acquire: not needed
@@ -753,6 +759,7 @@ impl StateCell {
     /// The one CAS loop every transition goes through: `decide` computes the
     /// next word (or none) from the current snapshot; a failed CAS decides
     /// again on the value it found.
+    #[inline(always)]
     fn transition<R>(
         &self,
         success: atomic::Ordering,

@@ -566,7 +566,12 @@ impl<P: SchedProcess> Slot<P> {
                     from = if blocked { "blocked" } else { "idle" },
                     "process woken"
                 );
-                self.core.schedule(self.clone(), current);
+                // SAFETY: a parked (Blocked or Idle) process owns one strong
+                // reference to its slot, left by the run that parked it (see
+                // the end of `Core::run`); the winner of `Queue` is the one
+                // caller that takes it over, for the task it queues.
+                let task = unsafe { Arc::from_raw(Arc::as_ptr(self)) };
+                self.core.schedule(task, current);
                 true
             }
             Wake::Notified => {
@@ -778,6 +783,13 @@ impl<P: SchedProcess> Slot<P> {
                     // worker can start a Complete process: the body is ours.
                     unsafe { self.close_body() };
                     self.finish(Err(self.forced_error()), None);
+                }
+                if previous.is_parked() {
+                    // SAFETY: the reference the parked process owned (see
+                    // `wake`): no waker can take it over any more (the
+                    // process is Complete), so it is ours to release; the
+                    // caller's own reference keeps the slot alive meanwhile.
+                    unsafe { Arc::decrement_strong_count(Arc::as_ptr(self)) };
                 }
                 true
             }

@@ -327,7 +327,18 @@ impl<P: SchedProcess> Core<P> {
             );
         }
         match park {
-            (Park::Parked, _) => {}
+            (Park::Parked, _) => {
+                // The task's reference now belongs to the parked process:
+                // the waker that wins its `Queue` takes it over for the
+                // task it queues, and a forcer that completes it parked
+                // releases it (see `Slot::wake`, `Slot::force`). The spares
+                // go first: they keep the slot alive while released (our
+                // reference may be gone already, its process woken, run and
+                // completed elsewhere), and nothing here touches the slot
+                // after them.
+                drop(spare);
+                let _parked = Arc::into_raw(slot);
+            }
             (Park::Requeue, true) => ctx.inject(Task::new(slot)),
             // Woken while running: stay on this worker (cache-warm; this
             // run ends here, so `push_next` keeps it to run next and wakes

@@ -262,3 +262,54 @@ fn a_process_can_terminate_itself_from_its_handler() {
     );
     completed.assert_exactly_once([pid(77)]);
 }
+
+#[test]
+fn every_slot_is_freed_whichever_way_a_parked_process_ends() {
+    // A parked process owns the reference its last run's task held: the
+    // waker that queues it takes that reference over, and a terminate that
+    // lands while it is parked releases it. Every slot holds the core, and
+    // the core holds the handler below with its token: a slot whose
+    // reference is never released keeps the token alive after the
+    // scheduler is gone; one released twice is freed under a live task
+    // (a use after free that the allocator or the counts show).
+    let token = Arc::new(());
+    let kept = token.clone();
+    let s = Builder::new()
+        .workers(2)
+        .handler("noop", move |_: Cmd, done: Completer<FnProc>| {
+            let _ = &kept;
+            done.complete(Ok(0));
+        })
+        .build()
+        .unwrap();
+    let probe = Probe::new();
+    const PROCESSES: u64 = 60;
+    for n in 1..=PROCESSES {
+        let idle = FnProc::new(&probe, |events, out, _| {
+            if events.iter().any(|e| matches!(e, Event::Cancel)) {
+                return Err(Error::Cancelled);
+            }
+            out.set_status(Status::Idle);
+            Ok(())
+        });
+        drop(s.submit(pid(n), idle, "main", 0).unwrap());
+    }
+    // Each parks Idle after its first step, is woken by a message and
+    // parks again: two steps each.
+    probe.wait_steps(PROCESSES as usize);
+    for n in 1..=PROCESSES {
+        s.send(pid(n), 1).unwrap();
+    }
+    probe.wait_steps(2 * PROCESSES as usize);
+    // A third terminated while parked, the rest cancelled by the shutdown
+    // (woken by the cancel event, stepped, completed).
+    for n in (1..=PROCESSES).step_by(3) {
+        assert_eq!(s.terminate(pid(n)), Ok(()));
+    }
+    drop(s);
+    assert_eq!(
+        Arc::strong_count(&token),
+        1,
+        "every slot, and with them the core and its handlers, is freed"
+    );
+}
