@@ -62,15 +62,6 @@ pub(crate) const fn reached(index: u32, mark: u32) -> bool {
     (index.wrapping_sub(mark) as i32) >= 0
 }
 
-/// A run of ready slots found by the consumer.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Run {
-    /// Number of consecutive ready slots from the asked offset.
-    pub(crate) len: u32,
-    /// Tombstone bits of that run, bit 0 being the asked offset.
-    pub(crate) tombs: u64,
-}
-
 pub(crate) struct Block<T> {
     /// Fields read by every producer on every push (`start`, `lap`).
     head: Header<T>,
@@ -207,26 +198,6 @@ impl<T> Block<T> {
             .store(self.lap() << 1 | TOMBSTONE, Ordering::Release);
     }
 
-    /// The run of consecutive ready slots starting at `offset`.
-    #[inline]
-    pub(crate) fn ready_run(&self, offset: u32) -> Run {
-        let lap = self.lap();
-        let mut len = 0;
-        let mut tombs = 0;
-        for offset in offset..BLOCK_CAP {
-            let slot = self.slot(offset);
-            // Acquire: pairs with the Release store in `write`, so the value
-            // is visible to the read that follows.
-            let state = slot.state.load(Ordering::Acquire);
-            if state >> 1 != lap {
-                break;
-            }
-            tombs |= u64::from(state & TOMBSTONE) << len;
-            len += 1;
-        }
-        Run { len, tombs }
-    }
-
     /// Whether slot `offset` is ready, and whether it is a tombstone.
     #[inline(always)]
     pub(crate) fn slot_state(&self, offset: u32) -> (bool, bool) {
@@ -237,7 +208,8 @@ impl<T> Block<T> {
     /// a caller that knows it (the consumer caches its head block's lap).
     #[inline(always)]
     pub(crate) fn slot_state_in_lap(&self, offset: u32, lap: u8) -> (bool, bool) {
-        // Acquire: as in `ready_run` (a caller may go on to read the value).
+        // Acquire: pairs with the Release store in `write`, so the value is
+        // visible to the read that follows.
         let state = self.slot(offset).state.load(Ordering::Acquire);
         (state >> 1 == lap, state & TOMBSTONE != 0)
     }

@@ -34,8 +34,8 @@
 //!   closed or reset queue before they claim anything, so a closed queue
 //!   does not grow; only pushes racing the close leave tombstones.
 //! * **Draining.** The single consumer keeps its index and a pointer to the
-//!   block holding it, and takes the longest run of ready slots from there,
-//!   block after block, skipping tombstones. It stops at the first slot that
+//!   block holding it, and takes ready slots one after the other from
+//!   there, block after block, skipping tombstones. It stops at the first slot that
 //!   is claimed but not yet written: that push is still in progress (the
 //!   equivalent of Vyukov's "tail swapped but not linked yet"); its value
 //!   and every later one are found by a later drain once the producer
@@ -537,16 +537,10 @@ impl<T> fmt::Debug for Sender<T> {
 
 /// Where drained values go.
 trait Sink<T> {
-    fn reserve(&mut self, additional: usize);
     fn put(&mut self, value: T);
 }
 
 impl<T> Sink<T> for Vec<T> {
-    #[inline(always)]
-    fn reserve(&mut self, additional: usize) {
-        Vec::reserve(self, additional);
-    }
-
     #[inline(always)]
     fn put(&mut self, value: T) {
         self.push(value);
@@ -557,8 +551,6 @@ impl<T> Sink<T> for Vec<T> {
 struct Discard;
 
 impl<T> Sink<T> for Discard {
-    fn reserve(&mut self, _: usize) {}
-
     fn put(&mut self, value: T) {
         drop(value);
     }
@@ -779,33 +771,26 @@ impl<T> Receiver<T> {
         let mut taken = 0;
         let first = self.index;
         let mut left = max;
+        // One slot at a time, in index order: a value is taken as soon as
+        // its state says ready, and the first slot not ready (claimed and
+        // still being written, or not claimed yet) ends the drain.
         while left > 0 && self.advance_head() {
             // SAFETY: `head` is live (see `has_events`).
             let block = unsafe { self.head.as_ref() };
             let offset = self.index & OFFSET_MASK;
-            let run = block.ready_run(offset);
-            if run.len == 0 {
+            let (ready, tomb) = block.slot_state_in_lap(offset, self.head_lap);
+            if !ready {
                 break;
             }
-            sink.reserve(run.len.min(left) as usize);
-            let mut k = 0;
-            while k < run.len && left > 0 {
-                // Advance first, so a panicking sink cannot make us take the
-                // same slot twice.
-                self.index = self.index.wrapping_add(1);
-                if (run.tombs >> k) & 1 == 0 {
-                    // SAFETY: ready (Acquire load in `ready_run`), not a
-                    // tombstone, and not taken before (`index` only grows).
-                    sink.put(unsafe { block.read(offset + k) });
-                    taken += 1;
-                    left -= 1;
-                }
-                k += 1;
-            }
-            // A run cut short by `max` (then `left` is 0), or a run that
-            // ends before the block does, ends the drain.
-            if k < run.len || offset + run.len < BLOCK_CAP {
-                break;
+            // Advance first, so a panicking sink cannot make us take the
+            // same slot twice.
+            self.index = self.index.wrapping_add(1);
+            if !tomb {
+                // SAFETY: ready (Acquire load in `slot_state_in_lap`), not a
+                // tombstone, and not taken before (`index` only grows).
+                sink.put(unsafe { block.read(offset) });
+                taken += 1;
+                left -= 1;
             }
         }
         // Only when `head` has moved on is there a block behind it.

@@ -177,7 +177,10 @@ impl<P: SchedProcess> Core<P> {
         // with them (`carry`).
         // SAFETY: the inline completions are ours while we own the process
         // (see `Slot::inline`); the borrow ends here.
-        batch.append(unsafe { &mut *slot.inline.get() });
+        let inline = unsafe { &mut *slot.inline.get() };
+        if !inline.is_empty() {
+            batch.append(inline);
+        }
         let park = loop {
             // SAFETY: our `try_start` won: we own the body until our next
             // transition of `slot.state`, and we drop this borrow before it.
