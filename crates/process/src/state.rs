@@ -661,6 +661,7 @@ impl StateCell {
         })
     }
 
+    #[inline]
     fn park(&self, parked: usize, success: atomic::Ordering) -> Park {
         self.transition(success, |s| match s.0 & PHASE_MASK {
             RUNNING if s.is_notified() => (Some(State::of(READY)), Park::Requeue),
