@@ -201,6 +201,12 @@ fn ours(workload: &str, workers: usize, rounds: u32) -> Duration {
         "steps {} messages {} submitted {}",
         stats.steps, stats.messages, stats.submitted
     );
+    for (i, w) in stats.workers.iter().enumerate() {
+        eprintln!(
+            "  worker {i}: run {} stolen {} inbox {} global {} parks {} spins {}",
+            w.items_run, w.items_stolen, w.inbox_pops, w.global_pops, w.parks, w.spins
+        );
+    }
     elapsed
 }
 

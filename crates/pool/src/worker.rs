@@ -290,6 +290,40 @@ impl<T: Send + 'static> WorkerContext<T> {
         }
     }
 
+    /// Whether an item is waiting that this worker would take next: in its
+    /// next-item slot, its deque, its inbox or the global queue. A snapshot
+    /// (items arrive at any time), for a runner deciding whether to wait a
+    /// moment for more input to its current item or to move on.
+    ///
+    /// ```
+    /// use stepsched_pool::Pool;
+    /// use std::sync::mpsc;
+    ///
+    /// let (tx, rx) = mpsc::channel();
+    /// let pool = Pool::builder()
+    ///     .workers(1)
+    ///     .build(move |n: u32, ctx| {
+    ///         if n == 1 {
+    ///             ctx.push_next(2);
+    ///             tx.send(ctx.has_work()).unwrap();
+    ///         }
+    ///     })
+    ///     .unwrap();
+    /// pool.submit(1).unwrap();
+    /// assert!(rx.recv().unwrap(), "2 waits in the next-item slot");
+    /// pool.shutdown();
+    /// ```
+    #[inline]
+    pub fn has_work(&self) -> bool {
+        let next = self.next.take();
+        let waiting = next.is_some();
+        self.next.set(next);
+        waiting
+            || !self.deque.is_empty()
+            || !self.shared.inboxes[self.index].is_empty()
+            || !self.shared.global.is_empty()
+    }
+
     /// Queues `item` on worker `worker`'s inbox (affinity). The owner takes
     /// it when its deque is empty or at its next fairness tick; an idle
     /// worker may take it first.

@@ -101,8 +101,15 @@ fn hooks_may_send_terminate_and_submit() {
         .unwrap();
     assert_eq!(join(first).unwrap(), 1);
     assert!(matches!(join(w), Err(Error::Terminated)));
-    // Wait for the end of the chain: 1..=4 and the watcher.
+    // Wait for the end of the chain: 1..=4 and the watcher. A process is
+    // closed before its completion hook runs, so the closes alone do not
+    // say that the last hook has recorded its result.
     probe.wait_closed(5);
+    let deadline = std::time::Instant::now() + HANG;
+    while results.lock().unwrap().len() < 5 {
+        assert!(std::time::Instant::now() < deadline, "hung");
+        std::thread::yield_now();
+    }
     let mut got = results.lock().unwrap().clone();
     got.sort_by_key(|(p, _)| *p);
     let expected: Vec<_> = (1..=4)
