@@ -18,8 +18,9 @@
 //!
 //! # Lingering
 //!
-//! A process that goes idle with its queue drained, on a worker with
-//! nothing else to run, is not parked at once: the worker waits a moment
+//! A process that goes idle with its queue drained after a step that took
+//! more than one event from it (a stream, not a lone message), on a worker
+//! with nothing else to run, is not parked at once: the worker waits a moment
 //! ([`LINGER_SPINS`] spin-loop hints, about a microsecond, watching for
 //! other work) and drains again, at most [`LINGERS`] times per run. A
 //! stream of messages from another thread then reaches the process in
@@ -337,11 +338,12 @@ impl<P: SchedProcess> Core<P> {
             // The dispatch is over: the batch holds its inline completions.
             if batch.is_empty() && !more {
                 body.waiting = Some(waiting);
-                // An idle process that has a queue: wait a moment for more
-                // of what it receives before parking it (see "Lingering").
-                // The next drain steps it if anything came, and parks it
-                // (without lingering again) if not.
+                // An idle process that took more than one event from its
+                // queue: wait a moment for more before parking it (see
+                // "Lingering"). The next drain steps it if anything came,
+                // and parks it (without lingering again) if not.
                 if lingers > 0
+                    && queued > 1
                     && matches!(waiting, Waiting::Idle)
                     && !ctx.has_work()
                     && slot.queue.get().is_some()
@@ -549,7 +551,7 @@ fn carry<P: SchedProcess>(slot: &Slot<P>, batch: &mut Vec<Ev<P>>) {
 fn linger<T: Send + 'static>(ctx: &WorkerContext<T>) -> bool {
     for spin in 1..=LINGER_SPINS {
         std::hint::spin_loop();
-        if spin % 16 == 0 && ctx.has_work() {
+        if spin % 4 == 0 && ctx.has_work() {
             return false;
         }
     }
@@ -563,6 +565,10 @@ fn wait<P: SchedProcess>(slot: &Slot<P>, waiting: Waiting, line: &Counters, owne
     // Relaxed: published to the waker by the Release transition below (see
     // `Slot::parked_as`).
     slot.parked_as.store(waiting as u8, Ordering::Relaxed);
+    // Read now: once parked, the process and the reference this run held
+    // belong to whoever wakes or terminates it, and the slot may be freed
+    // before we log.
+    let pid = slot.pid;
     let park = match waiting {
         Waiting::Idle => slot.state.park_idle(),
         Waiting::Blocked => slot.state.finish_dispatch(),
@@ -573,7 +579,7 @@ fn wait<P: SchedProcess>(slot: &Slot<P>, waiting: Waiting, line: &Counters, owne
             Waiting::Blocked => (&line.parked_blocked, "blocked"),
         };
         bump(counter, owned);
-        trace::debug!(pid = %slot.pid, phase, "process parked");
+        trace::debug!(pid = %pid, phase, "process parked");
     }
     park
 }
