@@ -175,12 +175,14 @@ impl<T> Block<T> {
     /// # Safety
     /// The caller claimed the slot (it is the only writer) and the block is
     /// live for it (see the reclamation argument in `queue`).
-    #[inline]
-    pub(crate) unsafe fn write(&self, offset: u32, value: T) {
+    #[inline(always)]
+    pub(crate) unsafe fn write(&self, offset: u32, value: impl FnOnce() -> T) {
         let slot = &self.slot(offset).value;
         // SAFETY: the slot was claimed by this thread only, and the consumer
-        // reads it only after seeing the state stored below.
-        slot.with_mut(|p| unsafe { (*p).write(value) });
+        // reads it only after seeing the state stored below. The value is
+        // made right here, so that it can be built in the slot rather than
+        // built elsewhere and copied.
+        slot.with_mut(|p| unsafe { (*p).write(value()) });
         // Release: publishes the value to the consumer's Acquire load of the
         // state.
         self.slot(offset)
@@ -226,6 +228,21 @@ impl<T> Block<T> {
         self.slot(offset)
             .value
             .with(|p| unsafe { (*p).assume_init_read() })
+    }
+
+    /// Moves the value out of slot `offset` into `dst`, one copy from
+    /// the slot to its destination (no temporary on the stack).
+    ///
+    /// # Safety
+    /// As for [`Block::read`]; `dst` is valid for a write of one `T` and
+    /// holds nothing that needs dropping.
+    #[inline(always)]
+    pub(crate) unsafe fn read_into(&self, offset: u32, dst: *mut T) {
+        // SAFETY: initialised and published, and ours alone to take (the
+        // caller's contract, as for `read`); `dst` is writable (caller).
+        self.slot(offset)
+            .value
+            .with(|p| unsafe { ptr::copy_nonoverlapping((*p).as_ptr(), dst, 1) });
     }
 
     /// Drops the value in slot `offset` in place.

@@ -473,16 +473,34 @@ impl<T> Sender<T> {
     /// ```
     #[inline]
     pub fn push(&self, value: T) -> Result<(), PushError<T>> {
+        self.push_with(|| value)
+    }
+
+    /// Pushes the value `make` returns, as [`push`](Self::push) pushes
+    /// `value`. `make` is called exactly once (also when the push is
+    /// refused: the value is then handed back); an inlined `make` lets the
+    /// compiler build the value in its slot instead of building it
+    /// elsewhere and copying it.
+    ///
+    /// ```
+    /// let (tx, mut rx) = stepsched_mpsc::channel();
+    /// tx.push_with(|| [7u64; 4]).unwrap();
+    /// let mut out = Vec::new();
+    /// rx.drain_into(&mut out);
+    /// assert_eq!(out, [[7; 4]]);
+    /// ```
+    #[inline]
+    pub fn push_with(&self, make: impl FnOnce() -> T) -> Result<(), PushError<T>> {
         if let Some(refusal) = Refusal::of_status(self.shared.status(), self.generation) {
-            return Err(refusal.with(value));
+            return Err(refusal.with(make()));
         }
-        self.claim_and_write(value)
+        self.claim_and_write(make)
     }
 
     /// The part of `push` after the pre-check: claims an index and writes
     /// the value, or a tombstone if the claim says the push is refused.
     #[inline(always)]
-    fn claim_and_write(&self, value: T) -> Result<(), PushError<T>> {
+    fn claim_and_write(&self, value: impl FnOnce() -> T) -> Result<(), PushError<T>> {
         let shared = &*self.shared;
         // Acquire: pairs with the Release `fetch_add(0)` of the release
         // protocol (`Shared::find_block`).
@@ -501,7 +519,7 @@ impl<T> Sender<T> {
             }
             Some(refusal) => {
                 block.tombstone(offset);
-                Err(refusal.with(value))
+                Err(refusal.with(value()))
             }
         }
     }
@@ -537,13 +555,27 @@ impl<T> fmt::Debug for Sender<T> {
 
 /// Where drained values go.
 trait Sink<T> {
-    fn put(&mut self, value: T);
+    /// Takes the value out of slot `offset` of `block`.
+    ///
+    /// # Safety
+    /// As for [`Block::read`].
+    unsafe fn take(&mut self, block: &Block<T>, offset: u32);
 }
 
 impl<T> Sink<T> for Vec<T> {
     #[inline(always)]
-    fn put(&mut self, value: T) {
-        self.push(value);
+    unsafe fn take(&mut self, block: &Block<T>, offset: u32) {
+        if self.len() == self.capacity() {
+            self.reserve(1);
+        }
+        let len = self.len();
+        // SAFETY: the slot's contract is the caller's; the spare capacity
+        // at `len` is writable and uninitialised, and once written it is
+        // an initialised element, so the length may cover it.
+        unsafe {
+            block.read_into(offset, self.as_mut_ptr().add(len));
+            self.set_len(len + 1);
+        }
     }
 }
 
@@ -551,8 +583,10 @@ impl<T> Sink<T> for Vec<T> {
 struct Discard;
 
 impl<T> Sink<T> for Discard {
-    fn put(&mut self, value: T) {
-        drop(value);
+    #[inline]
+    unsafe fn take(&mut self, block: &Block<T>, offset: u32) {
+        // SAFETY: the caller's contract.
+        drop(unsafe { block.read(offset) });
     }
 }
 
@@ -788,7 +822,7 @@ impl<T> Receiver<T> {
             if !tomb {
                 // SAFETY: ready (Acquire load in `slot_state_in_lap`), not a
                 // tombstone, and not taken before (`index` only grows).
-                sink.put(unsafe { block.read(offset) });
+                unsafe { sink.take(block, offset) };
                 taken += 1;
                 left -= 1;
             }
@@ -1054,7 +1088,7 @@ mod tests {
         rx.close();
         // Racing pushes refused by the claim itself: tombstones after `1`.
         for v in 0..3 {
-            assert_eq!(tx.claim_and_write(v), Err(PushError::Closed(v)));
+            assert_eq!(tx.claim_and_write(|| v), Err(PushError::Closed(v)));
         }
         assert!(rx.has_events());
         let mut out = Vec::new();
@@ -1070,7 +1104,7 @@ mod tests {
         let new = rx.sender();
         // A stale claim landing after the reopen: a tombstone in the new
         // generation, in front of a real value.
-        assert_eq!(tx.claim_and_write(9), Err(PushError::StaleGeneration(9)));
+        assert_eq!(tx.claim_and_write(|| 9), Err(PushError::StaleGeneration(9)));
         assert!(!rx.has_events());
         new.push(2).unwrap();
         // `has_events` looks past the tombstone at the head.
@@ -1087,7 +1121,7 @@ mod tests {
         let (tx, mut rx) = channel::<u32>();
         rx.close();
         for v in 0..(3 * BLOCK_CAP + 5) {
-            assert!(tx.claim_and_write(v).is_err());
+            assert!(tx.claim_and_write(|| v).is_err());
         }
         let mut leftovers = Vec::new();
         rx.reset(&mut leftovers);

@@ -434,7 +434,7 @@ fn deliver_queued<P: Process + 'static>(
     let Some(sender) = slot.sender() else {
         return false;
     };
-    if sender.push(Event::completion(tag, result)).is_err() {
+    if sender.push_with(|| Event::completion(tag, result)).is_err() {
         return false;
     }
     // A process that completed after the push will never step the event

@@ -601,11 +601,12 @@ impl<P: SchedProcess> Slot<P> {
         let Some(sender) = self.sender() else {
             return Err(payload);
         };
-        let event = match from {
+        // Made inside the push, so that it can be built in its slot.
+        let event = move || match from {
             Some(from) => Event::message_from(from, payload),
             None => Event::message(payload),
         };
-        match sender.push(event) {
+        match sender.push_with(event) {
             Ok(()) => {
                 // If the process completed since, the event is dropped with
                 // the rest of its queue, as `Handle::send` documents.
