@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::io;
+use std::mem::ManuallyDrop;
 use std::sync::OnceLock;
 
 use stepsched_pool::{Pool, WorkerContext};
@@ -344,10 +345,21 @@ impl<P: SchedProcess> Builder<P> {
             .build(move |task: Task<P>, ctx: &WorkerContext<Task<P>>| {
                 // Each slot carries its core, so the pool holds no cycle
                 // back to the scheduler. The handle is what the process's
-                // context reaches.
-                let handle = Handle {
-                    core: task.0.core.clone(),
-                };
+                // context reaches: the core's `Arc`, borrowed for the run
+                // without a reference count (two locked instructions per
+                // run on a line every worker shares), never dropped.
+                // SAFETY: the core outlives every run. A worker runs items
+                // only until its pool's `shutdown_now` returns, and that
+                // is called only by a thread holding a reference to the
+                // core (`Scheduler::shutdown`, holding the scheduler's, or
+                // the stop thread it starts, holding a clone), which it
+                // releases only after the call returned; before any
+                // shutdown the scheduler holds one (its drop shuts down
+                // first). So the pointer stays valid for the whole run,
+                // even once the slot it came from is freed mid-run (its
+                // process parked and completed elsewhere).
+                let core = unsafe { Arc::from_raw(Arc::as_ptr(&task.0.core)) };
+                let handle = ManuallyDrop::new(Handle { core });
                 handle.core.run(&handlers, &handle, task, ctx);
             })?;
         if core.pool.set(pool).is_err() {

@@ -560,7 +560,7 @@ fn linger<T: Send + 'static>(ctx: &WorkerContext<T>) -> bool {
 
 /// Notes the kind for the waker (`Slot::parked_as`) and counts the park on
 /// the worker's `line`.
-#[inline]
+#[inline(always)]
 fn wait<P: SchedProcess>(slot: &Slot<P>, waiting: Waiting, line: &Counters, owned: bool) -> Park {
     // Relaxed: published to the waker by the Release transition below (see
     // `Slot::parked_as`).
