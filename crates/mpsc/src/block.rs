@@ -216,30 +216,17 @@ impl<T> Block<T> {
         (state >> 1 == lap, state & TOMBSTONE != 0)
     }
 
-    /// Moves the value out of slot `offset`.
+    /// Moves the value out of slot `offset` into `dst`: one copy, from the
+    /// slot straight to its destination (no temporary on the stack).
     ///
     /// # Safety
     /// The slot is ready (seen with Acquire), is not a tombstone, and its
-    /// value has not been moved out or dropped yet.
-    #[inline(always)]
-    pub(crate) unsafe fn read(&self, offset: u32) -> T {
-        // SAFETY: initialised and published (caller); the producer no longer
-        // touches it, so this is the only access.
-        self.slot(offset)
-            .value
-            .with(|p| unsafe { (*p).assume_init_read() })
-    }
-
-    /// Moves the value out of slot `offset` into `dst`, one copy from
-    /// the slot to its destination (no temporary on the stack).
-    ///
-    /// # Safety
-    /// As for [`Block::read`]; `dst` is valid for a write of one `T` and
-    /// holds nothing that needs dropping.
+    /// value has not been moved out or dropped yet; `dst` is valid for a
+    /// write of one `T` and holds nothing that needs dropping.
     #[inline(always)]
     pub(crate) unsafe fn read_into(&self, offset: u32, dst: *mut T) {
-        // SAFETY: initialised and published, and ours alone to take (the
-        // caller's contract, as for `read`); `dst` is writable (caller).
+        // SAFETY: initialised and published (caller); the producer no longer
+        // touches it, so this is the only access; `dst` is writable (caller).
         self.slot(offset)
             .value
             .with(|p| unsafe { ptr::copy_nonoverlapping((*p).as_ptr(), dst, 1) });
@@ -248,9 +235,9 @@ impl<T> Block<T> {
     /// Drops the value in slot `offset` in place.
     ///
     /// # Safety
-    /// As for [`Block::read`].
+    /// As for [`Block::read_into`] (without `dst`).
     pub(crate) unsafe fn drop_value(&self, offset: u32) {
-        // SAFETY: as for `read` (caller).
+        // SAFETY: as for `read_into` (caller).
         self.slot(offset)
             .value
             .with_mut(|p| unsafe { (*p).assume_init_drop() });

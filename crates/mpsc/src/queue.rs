@@ -35,8 +35,8 @@
 //!   does not grow; only pushes racing the close leave tombstones.
 //! * **Draining.** The single consumer keeps its index and a pointer to the
 //!   block holding it, and takes ready slots one after the other from
-//!   there, block after block, skipping tombstones. It stops at the first slot that
-//!   is claimed but not yet written: that push is still in progress (the
+//!   there, block after block, skipping tombstones. It stops at the first
+//!   slot that is claimed but not yet written: that push is still in progress (the
 //!   equivalent of Vyukov's "tail swapped but not linked yet"); its value
 //!   and every later one are found by a later drain once the producer
 //!   finishes. Nothing is ever skipped for good.
@@ -558,7 +558,7 @@ trait Sink<T> {
     /// Takes the value out of slot `offset` of `block`.
     ///
     /// # Safety
-    /// As for [`Block::read`].
+    /// As for [`Block::drop_value`].
     unsafe fn take(&mut self, block: &Block<T>, offset: u32);
 }
 
@@ -586,7 +586,7 @@ impl<T> Sink<T> for Discard {
     #[inline]
     unsafe fn take(&mut self, block: &Block<T>, offset: u32) {
         // SAFETY: the caller's contract.
-        drop(unsafe { block.read(offset) });
+        unsafe { block.drop_value(offset) };
     }
 }
 

@@ -541,8 +541,6 @@ fn carry<P: SchedProcess>(slot: &Slot<P>, batch: &mut Vec<Ev<P>>) {
     }
 }
 
-/// Leaves Running to wait as `waiting`: Idle (`park_idle`) or Blocked
-/// (`finish_dispatch`); either answers `Requeue` if the wakeup flag is set.
 /// Waits [`LINGER_SPINS`] spin-loop hints unless other work turns up for
 /// this worker; `true` if the wait ran out (look at the queue again),
 /// `false` if there is other work (park now).
@@ -558,6 +556,8 @@ fn linger<T: Send + 'static>(ctx: &WorkerContext<T>) -> bool {
     true
 }
 
+/// Leaves Running to wait as `waiting`: Idle (`park_idle`) or Blocked
+/// (`finish_dispatch`); either answers `Requeue` if the wakeup flag is set.
 /// Notes the kind for the waker (`Slot::parked_as`) and counts the park on
 /// the worker's `line`.
 #[inline(always)]
