@@ -8,6 +8,10 @@
 //! * `scheduler_yields`: 1 000 processes yield 100 times each; a handler
 //!   completes every yield at once, on the worker (tokio: 1 000 tasks call
 //!   `tokio::task::yield_now().await` 100 times each).
+//! * `scheduler_yield_once`: 100 000 processes yield once each, the yield
+//!   completed at once by the handler, then finish (tokio: 100 000 tasks
+//!   call `yield_now().await` once): the cost of a short-lived process
+//!   that waits for one completion.
 //! * `scheduler_ping_pong`: two processes exchange 10 000 round trips; each
 //!   step answers the message it got to its peer, then returns `Idle`.
 //!   Each player resolves its peer's `Address` at its first send and sends
@@ -69,6 +73,8 @@ const SPAWN: usize = 100_000;
 const YIELDERS: usize = 1_000;
 /// Yields per process in `scheduler_yields`.
 const YIELDS: u32 = 100;
+/// Processes in `scheduler_yield_once`, one yield each.
+const YIELD_ONCE: usize = 100_000;
 /// Round trips in `scheduler_ping_pong`.
 const ROUND_TRIPS: u32 = 10_000;
 /// Receivers in `scheduler_fan_in`.
@@ -377,8 +383,18 @@ fn spawn(c: &mut Criterion) {
 }
 
 fn yields(c: &mut Criterion) {
-    let mut group = c.benchmark_group("scheduler_yields");
-    group.throughput(Throughput::Elements((YIELDERS as u64) * u64::from(YIELDS)));
+    yielding(c, "scheduler_yields", YIELDERS, YIELDS);
+}
+
+fn yield_once(c: &mut Criterion) {
+    yielding(c, "scheduler_yield_once", YIELD_ONCE, 1);
+}
+
+/// `processes` processes yield `yields` times each, every yield completed
+/// at once by the `now` handler (tokio: tasks calling `yield_now`).
+fn yielding(c: &mut Criterion, name: &str, processes: usize, yields: u32) {
+    let mut group = c.benchmark_group(name);
+    group.throughput(Throughput::Elements((processes as u64) * u64::from(yields)));
     let done = Latch::leak();
     for workers in WORKERS {
         let s = scheduler(workers, done);
@@ -386,9 +402,9 @@ fn yields(c: &mut Criterion) {
             b.iter_custom(|iters| {
                 let start = Instant::now();
                 for _ in 0..iters {
-                    done.arm(YIELDERS);
-                    for _ in 0..YIELDERS {
-                        submit(&s, s.allocate_pid(), Bench::Yielder { left: YIELDS });
+                    done.arm(processes);
+                    for _ in 0..processes {
+                        submit(&s, s.allocate_pid(), Bench::Yielder { left: yields });
                     }
                     done.wait();
                 }
@@ -402,10 +418,10 @@ fn yields(c: &mut Criterion) {
             b.iter_custom(|iters| {
                 let start = Instant::now();
                 for _ in 0..iters {
-                    done.arm(YIELDERS);
-                    for _ in 0..YIELDERS {
+                    done.arm(processes);
+                    for _ in 0..processes {
                         drop(rt.spawn(async move {
-                            for _ in 0..YIELDS {
+                            for _ in 0..yields {
                                 tokio::task::yield_now().await;
                             }
                             done.count_down();
@@ -847,7 +863,7 @@ criterion_group! {
         .sample_size(10)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3));
-    targets = spawn, yields, ping_pong, fan_in, counting, spawn_receive
+    targets = spawn, yields, yield_once, ping_pong, fan_in, counting, spawn_receive
 }
 
 fn main() {
