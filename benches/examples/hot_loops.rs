@@ -9,6 +9,8 @@
 //! * `counting`: the main thread sends 1 000 000 messages to one process
 //!   through its `Address` (tokio: one task on one unbounded channel); the
 //!   sender is profiled too (`--toggle-collect='*hot_loops*'` adds it).
+//! * `spawn`: the main thread submits 100 000 processes that finish at
+//!   their first step (tokio: 100 000 tasks that return at once).
 //!
 //! ```sh
 //! cargo build --release -p stepsched-benches --example hot_loops
@@ -19,7 +21,7 @@
 //!     target/release/examples/hot_loops ping-pong tokio 1 5
 //! ```
 //!
-//! Arguments: workload (`yields`, `ping-pong` or `counting`), peer (`stepsched` or
+//! Arguments: workload (`yields`, `ping-pong`, `counting` or `spawn`), peer (`stepsched` or
 //! `tokio`), workers, rounds. Prints the time per yield or round trip; the
 //! submitting thread waits by spinning on an atomic, so it adds nothing to
 //! the workers' profile.
@@ -37,6 +39,7 @@ const YIELDERS: usize = 1_000;
 const YIELDS: u32 = 100;
 const ROUND_TRIPS: u32 = 10_000;
 const COUNTED: u32 = 1_000_000;
+const SPAWN: usize = 100_000;
 
 /// A yielder, or one end of the ping-pong.
 enum Hot {
@@ -136,6 +139,15 @@ fn send(to: &Option<Address<Hot>>, from: Pid, n: u64) -> Result<(), Error> {
     Ok(to.send_from(from, n)?)
 }
 
+/// Processes and yields per process of the `yields` and `spawn` workloads.
+fn shape(workload: &str) -> (usize, u32) {
+    if workload == "spawn" {
+        (SPAWN, 0)
+    } else {
+        (YIELDERS, YIELDS)
+    }
+}
+
 /// Spins until `left` is 0 (the submitting thread stays off the workers'
 /// profile: no futex, no condition variable).
 fn wait(left: &AtomicUsize) {
@@ -160,10 +172,11 @@ fn ours(workload: &str, workers: usize, rounds: u32) -> Duration {
         .expect("start the scheduler");
     let start = Instant::now();
     for _ in 0..rounds {
-        if workload == "yields" {
-            left.store(YIELDERS, Ordering::Release);
-            for _ in 0..YIELDERS {
-                let process = Hot::Yielder { left: YIELDS };
+        if workload == "yields" || workload == "spawn" {
+            let (count, yields) = shape(workload);
+            left.store(count, Ordering::Release);
+            for _ in 0..count {
+                let process = Hot::Yielder { left: yields };
                 drop(
                     s.submit(s.allocate_pid(), process, "run", ())
                         .expect("submit"),
@@ -218,12 +231,13 @@ fn tokio(workload: &str, workers: usize, rounds: u32) -> Duration {
     let left = Arc::new(AtomicUsize::new(0));
     let start = Instant::now();
     for _ in 0..rounds {
-        if workload == "yields" {
-            left.store(YIELDERS, Ordering::Release);
-            for _ in 0..YIELDERS {
+        if workload == "yields" || workload == "spawn" {
+            let (count, yields) = shape(workload);
+            left.store(count, Ordering::Release);
+            for _ in 0..count {
                 let done = left.clone();
                 drop(rt.spawn(async move {
-                    for _ in 0..YIELDS {
+                    for _ in 0..yields {
                         tokio::task::yield_now().await;
                     }
                     done.fetch_sub(1, Ordering::AcqRel);
@@ -275,7 +289,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [workload, peer, workers, rounds] = args.as_slice() else {
         eprintln!(
-            "usage: hot_loops <yields|ping-pong|counting> <stepsched|tokio> <workers> <rounds>"
+            "usage: hot_loops <yields|ping-pong|counting|spawn> <stepsched|tokio> <workers> <rounds>"
         );
         std::process::exit(2);
     };
@@ -287,8 +301,9 @@ fn main() {
         "yields" => ((YIELDERS as u32) * YIELDS, "yield"),
         "ping-pong" => (ROUND_TRIPS, "round trip"),
         "counting" => (COUNTED, "message"),
+        "spawn" => (SPAWN as u32, "process"),
         other => {
-            eprintln!("unknown workload `{other}`: yields, ping-pong or counting");
+            eprintln!("unknown workload `{other}`: yields, ping-pong, counting or spawn");
             std::process::exit(2);
         }
     };

@@ -600,30 +600,45 @@ impl<T> Sink<T> for Discard {
 /// fn shared_between_threads<T: Sync>() {}
 /// shared_between_threads::<stepsched_mpsc::Receiver<u32>>();
 /// ```
+#[repr(C)]
 pub struct Receiver<T> {
+    // The fields no drain writes come first (see `RECEIVER_DRAIN_OFFSET`):
+    // an owner that embeds the receiver can keep what its producers read
+    // that many bytes closer to it without sharing a cache line with the
+    // drain's writes.
     shared: Arc<Shared<T>>,
+    /// The index at which this receiver closed the queue, while closed.
+    closed_at: Option<u32>,
+    generation: u32,
+    /// Spare slots to keep: the most slots one drain has taken since the
+    /// last reset, at least [`MIN_SPARE_SLOTS`]. The first field a drain
+    /// may write, and rarely does.
+    spare_slots: u32,
     /// The block holding `index`, or the one before it (when `index` has
     /// just moved past the end of `head` and the next block is not linked).
     head: NonNull<Block<T>>,
-    /// `head`'s start index (cached: the consumer is its only reader).
-    head_start: u32,
-    /// `head`'s lap (cached like `head_start`: only this receiver changes
-    /// it, when it recycles the block), so `has_events` is one atomic load.
-    head_lap: u8,
     /// The oldest block not recycled yet (at or before `head`).
     free_head: NonNull<Block<T>>,
     /// The block this receiver appended last when recycling, while it has
     /// not been recycled again: where the end of the list is searched from.
     spare_tail: Option<NonNull<Block<T>>>,
-    /// Spare slots to keep: the most slots one drain has taken since the
-    /// last reset, at least [`MIN_SPARE_SLOTS`].
-    spare_slots: u32,
+    /// `head`'s start index (cached: the consumer is its only reader).
+    head_start: u32,
     /// The next index to take.
     index: u32,
-    generation: u32,
-    /// The index at which this receiver closed the queue, while closed.
-    closed_at: Option<u32>,
+    /// `head`'s lap (cached like `head_start`: only this receiver changes
+    /// it, when it recycles the block), so `has_events` is one atomic load.
+    head_lap: u8,
 }
+
+/// How many bytes at the start of a [`Receiver`] a drain never writes:
+/// every field that [`Receiver::drain_into`] and its kin write is at least
+/// this far in (the ones before change only at reset and close). For a
+/// type that embeds a receiver beside what its producers read, as a
+/// scheduler's per-process event queue does, to keep the two off one cache
+/// line with less padding.
+#[doc(hidden)]
+pub const RECEIVER_DRAIN_OFFSET: usize = 20;
 
 // SAFETY: the receiver owns the consumer side outright (its raw pointers
 // point into blocks only the consumer recycles); moving it to another thread
@@ -1076,6 +1091,28 @@ mod tests {
             "Shared grew: {}",
             size_of::<S>()
         );
+    }
+
+    /// `RECEIVER_DRAIN_OFFSET` holds: every field a drain writes starts at
+    /// least that far into the receiver.
+    #[test]
+    fn a_drain_writes_nothing_before_the_drain_offset() {
+        use core::mem::offset_of;
+        type R = Receiver<u64>;
+        for (name, offset) in [
+            ("spare_slots", offset_of!(R, spare_slots)),
+            ("head", offset_of!(R, head)),
+            ("free_head", offset_of!(R, free_head)),
+            ("spare_tail", offset_of!(R, spare_tail)),
+            ("head_start", offset_of!(R, head_start)),
+            ("index", offset_of!(R, index)),
+            ("head_lap", offset_of!(R, head_lap)),
+        ] {
+            assert!(
+                offset >= RECEIVER_DRAIN_OFFSET,
+                "{name} at {offset} is before RECEIVER_DRAIN_OFFSET"
+            );
+        }
     }
 
     /// Refused claims (a push that passed the pre-check but lost the race

@@ -44,10 +44,19 @@ const SEALED: usize = 1;
 
 /// A process's event queue: producers push through `sender`; only the
 /// owner of the process (see the `slot` module) drains `receiver`.
+///
+/// `repr(C)`: what every send reads (`sender`, `sealed`) comes first, and
+/// `gap` keeps the receiver's fields that a drain writes (from
+/// [`mpsc::RECEIVER_DRAIN_OFFSET`] into it) 64 bytes past them, so that on
+/// no address of the allocation do they share a cache line. Without it
+/// the sender of a stream of messages missed on that line at every send
+/// when the receiver drained between two of them.
+#[repr(C)]
 pub(crate) struct EventQueue<E> {
     pub(crate) sender: mpsc::Sender<E>,
     /// Set by [`Inbox::seal`]; read by every send, beside `sender`.
     sealed: AtomicBool,
+    _gap: [u8; GAP],
     pub(crate) receiver: UnsafeCell<mpsc::Receiver<E>>,
 }
 
@@ -57,10 +66,19 @@ impl<E> EventQueue<E> {
         EventQueue {
             sender: receiver.sender(),
             sealed: AtomicBool::new(false),
+            _gap: [0; GAP],
             receiver: UnsafeCell::new(receiver),
         }
     }
 }
+
+/// Bytes of padding after `sealed` (see [`EventQueue`]): the last byte a
+/// send reads (`sealed`, at 16) and the first the drain writes must be 64
+/// bytes apart, and the receiver's first `RECEIVER_DRAIN_OFFSET` bytes
+/// count towards that. (Saturating: loom's types are larger.)
+const GAP: usize = (16usize + 64 - 1)
+    .saturating_sub(mpsc::RECEIVER_DRAIN_OFFSET)
+    .saturating_sub(16 + 1);
 
 /// The cell holding a process's [`EventQueue`] (see the module docs).
 pub(crate) struct Inbox<E> {
@@ -171,6 +189,20 @@ impl<E> Drop for Inbox<E> {
 
 #[cfg(all(test, not(stepsched_loom)))]
 mod tests {
+    /// The layout [`EventQueue`] argues for, on this target.
+    #[test]
+    fn what_a_send_reads_is_a_line_before_what_a_drain_writes() {
+        use std::mem::offset_of;
+        type Q = super::EventQueue<u64>;
+        let read_end = offset_of!(Q, sealed) + 1;
+        assert_eq!(read_end, 17, "the sender and the flag moved");
+        let drain_writes = offset_of!(Q, receiver) + stepsched_mpsc::RECEIVER_DRAIN_OFFSET;
+        assert!(
+            drain_writes > read_end - 1 + 63,
+            "the drain's fields at {drain_writes} may share a line with a send's at {read_end}"
+        );
+    }
+
     use super::Inbox;
 
     #[test]

@@ -413,20 +413,39 @@ impl<P: SchedProcess> Task<P> {
 }
 
 /// One process: its state, its event queue, its body.
+///
+/// `repr(C)`, in two groups: first what a sender touches (the state word,
+/// which every wake writes, then the queue pointer, the core and the PID,
+/// which it reads), then, from 64 bytes after the state word on, what the
+/// worker that runs the process writes at every run (the process itself,
+/// its step output, the inline completions, `last_worker`, `parked_as`).
+/// The state word is 8 bytes at an 8-aligned offset, so it cannot straddle
+/// a cache line, and a field that starts 64 bytes after it is on another
+/// line whatever the allocation's address: a sender never reads or writes
+/// the line that the receiver's step writes. The result cell, written
+/// once, fills the gap.
+#[repr(C)]
 pub(crate) struct Slot<P: Process + 'static> {
-    pub(crate) pid: Pid,
-    pub(crate) core: Arc<Core<P>>,
     pub(crate) state: StateCell,
     /// The event queue, created by the first event (an idle process that
     /// was never sent anything costs no queue), sealed before the process
     /// completes (see `inbox`).
     pub(crate) queue: Inbox<Ev<P>>,
+    pub(crate) core: Arc<Core<P>>,
+    pub(crate) pid: Pid,
+    pub(crate) cancel: CancelToken,
+    pub(crate) result: ResultCell<P::Output>,
+    /// The worker that last stepped the process (completions go back there).
+    pub(crate) last_worker: AtomicUsize,
+    /// Completions made by handlers on the dispatching thread while the
+    /// process is being dispatched. Only the worker that owns the process
+    /// (see the module docs) touches it: a completer pushes here only when
+    /// the thread-local dispatch marker names this slot, which is set on
+    /// that worker's thread for the duration of its `dispatch`.
+    pub(crate) inline: UnsafeCell<Vec<Ev<P>>>,
     /// The process and what only its owner touches; see the module docs
     /// for who the owner is.
     pub(crate) body: UnsafeCell<Body<P>>,
-    /// The worker that last stepped the process (completions go back there).
-    pub(crate) last_worker: AtomicUsize,
-    pub(crate) cancel: CancelToken,
     pub(crate) cancel_sent: AtomicBool,
     /// `NOT_FORCED`, or the error the one forcer allowed to try chose
     /// (with `FORCE_WON` once it won the state cell).
@@ -439,13 +458,6 @@ pub(crate) struct Slot<P: Process + 'static> {
     /// and no later run (hence no later write) can begin before that waker
     /// has read it and queued the process.
     pub(crate) parked_as: AtomicU8,
-    pub(crate) result: ResultCell<P::Output>,
-    /// Completions made by handlers on the dispatching thread while the
-    /// process is being dispatched. Only the worker that owns the process
-    /// (see the module docs) touches it: a completer pushes here only when
-    /// the thread-local dispatch marker names this slot, which is set on
-    /// that worker's thread for the duration of its `dispatch`.
-    pub(crate) inline: UnsafeCell<Vec<Ev<P>>>,
 }
 
 /// An event of process type `P`.
@@ -884,5 +896,64 @@ pub(crate) fn init_caught<P: Process>(
     match catch_unwind(AssertUnwindSafe(|| process.init(ctx, method, input))) {
         Ok(init) => init,
         Err(panic) => Err(Error::from_panic(&*panic)),
+    }
+}
+
+#[cfg(all(test, not(stepsched_loom)))]
+mod layout {
+    use std::mem::offset_of;
+
+    use super::*;
+    use crate::{Context, Error, Events};
+
+    /// A process with a small body, as a counting receiver has.
+    struct Counter(u32);
+
+    impl Process for Counter {
+        type Input = ();
+        type Message = u64;
+        type Response = u64;
+        type Command = ();
+        type Output = u32;
+
+        fn init(&mut self, _: &Context<'_, Self>, _: &str, (): ()) -> Result<(), Error> {
+            Ok(())
+        }
+
+        fn step(
+            &mut self,
+            _: &mut Context<'_, Self>,
+            events: Events<'_, u64>,
+            _: &mut StepOutput<(), u32>,
+        ) -> Result<(), Error> {
+            self.0 += events.count() as u32;
+            Ok(())
+        }
+    }
+
+    /// A cache line: how far past the state word the fields the owner
+    /// writes at every run must begin.
+    const LINE: usize = 64;
+
+    #[test]
+    fn what_the_owner_writes_is_a_line_past_what_a_sender_touches() {
+        let state = offset_of!(Slot<Counter>, state);
+        // The state word is first (after the `Arc`'s counts), then what a
+        // sender reads.
+        assert_eq!(state, 0);
+        let sender_end = offset_of!(Slot<Counter>, pid) + size_of::<Pid>();
+        assert!(offset_of!(Slot<Counter>, queue) < sender_end);
+        assert!(offset_of!(Slot<Counter>, core) < sender_end);
+        for (name, owned) in [
+            ("last_worker", offset_of!(Slot<Counter>, last_worker)),
+            ("inline", offset_of!(Slot<Counter>, inline)),
+            ("body", offset_of!(Slot<Counter>, body)),
+            ("parked_as", offset_of!(Slot<Counter>, parked_as)),
+        ] {
+            assert!(
+                owned >= sender_end - 1 + LINE,
+                "{name} at {owned} may share a line with what a sender touches (up to {sender_end})"
+            );
+        }
     }
 }
