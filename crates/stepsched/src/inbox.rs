@@ -48,9 +48,8 @@ const SEALED: usize = 1;
 /// `repr(C)`: what every send reads (`sender`, `sealed`) comes first, and
 /// `gap` keeps the receiver's fields that a drain writes (from
 /// [`mpsc::RECEIVER_DRAIN_OFFSET`] into it) 64 bytes past them, so that on
-/// no address of the allocation do they share a cache line. Without it
-/// the sender of a stream of messages missed on that line at every send
-/// when the receiver drained between two of them.
+/// no address of the allocation do they share a cache line: a drain does
+/// not take from its senders the line they read at every send.
 #[repr(C)]
 pub(crate) struct EventQueue<E> {
     pub(crate) sender: mpsc::Sender<E>,

@@ -416,14 +416,13 @@ impl<P: SchedProcess> Task<P> {
 ///
 /// `repr(C)`, in two groups: first what a sender touches (the state word,
 /// which every wake writes, then the queue pointer, the core and the PID,
-/// which it reads), then, from 64 bytes after the state word on, what the
-/// worker that runs the process writes at every run (the process itself,
-/// its step output, the inline completions, `last_worker`, `parked_as`).
-/// The state word is 8 bytes at an 8-aligned offset, so it cannot straddle
-/// a cache line, and a field that starts 64 bytes after it is on another
-/// line whatever the allocation's address: a sender never reads or writes
-/// the line that the receiver's step writes. The result cell, written
-/// once, fills the gap.
+/// which it reads), then, a cache line past the last of those bytes, what
+/// the worker that runs the process writes at every run (the process
+/// itself, its step output, the inline completions, `last_worker`,
+/// `parked_as`); the cancel token and the result cell, written once, fill
+/// the gap. A byte 64 bytes or more past another is on another line
+/// whatever the allocation's address, so a sender never reads or writes a
+/// line that the receiver's step writes (a test checks the offsets).
 #[repr(C)]
 pub(crate) struct Slot<P: Process + 'static> {
     pub(crate) state: StateCell,
