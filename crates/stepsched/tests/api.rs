@@ -7,7 +7,7 @@ mod common;
 
 use std::sync::mpsc::channel;
 use std::sync::{Arc, Barrier, Mutex, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::*;
 use stepsched::{
@@ -143,11 +143,22 @@ fn join_timeout_hands_the_handle_back_until_the_result_is_there() {
     let t = std::thread::spawn(move || sender.send(pid, 8).unwrap());
     assert_eq!(h.join_timeout(HANG).unwrap(), Ok(8));
     t.join().unwrap();
-    // A result published before the call: no wait at all.
+    // A result published before the call: no wait at all. A terminate
+    // that lands while the worker runs the process's first step leaves
+    // the result to that worker, when the step returns (not to the
+    // terminate): wait until it is published, for as long as it takes.
     let h2 = s
         .submit(s.allocate_pid(), idle_until_message(&probe), "main", 0)
         .unwrap();
     s.terminate(h2.pid()).unwrap();
+    let deadline = Instant::now() + HANG;
+    while !h2.is_finished() {
+        assert!(
+            Instant::now() < deadline,
+            "the terminated process never finished"
+        );
+        std::thread::yield_now();
+    }
     assert_eq!(
         h2.join_timeout(Duration::ZERO).unwrap(),
         Err(Error::Terminated)
