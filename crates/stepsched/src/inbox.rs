@@ -46,7 +46,7 @@ const SEALED: usize = 1;
 /// owner of the process (see the `slot` module) drains `receiver`.
 ///
 /// `repr(C)`: what every send reads (`sender`, `sealed`) comes first, and
-/// `gap` keeps the receiver's fields that a drain writes (from
+/// `_gap` keeps the receiver's fields that a drain writes (from
 /// [`mpsc::RECEIVER_DRAIN_OFFSET`] into it) 64 bytes past them, so that on
 /// no address of the allocation do they share a cache line: a drain does
 /// not take from its senders the line they read at every send.
