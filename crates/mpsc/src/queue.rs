@@ -638,7 +638,7 @@ pub struct Receiver<T> {
 /// scheduler's per-process event queue does, to keep the two off one cache
 /// line with less padding.
 #[doc(hidden)]
-pub const RECEIVER_DRAIN_OFFSET: usize = 20;
+pub const RECEIVER_DRAIN_OFFSET: usize = core::mem::offset_of!(Receiver<()>, spare_slots);
 
 // SAFETY: the receiver owns the consumer side outright (its raw pointers
 // point into blocks only the consumer recycles); moving it to another thread

@@ -71,13 +71,16 @@ impl<E> EventQueue<E> {
     }
 }
 
-/// Bytes of padding after `sealed` (see [`EventQueue`]): the last byte a
-/// send reads (`sealed`, at 16) and the first the drain writes must be 64
-/// bytes apart, and the receiver's first `RECEIVER_DRAIN_OFFSET` bytes
-/// count towards that. (Saturating: loom's types are larger.)
-const GAP: usize = (16usize + 64 - 1)
+/// Where what a send reads ends: `sender`, then the one byte of `sealed`
+/// (the sender's size does not depend on the value type).
+const SEND_READS_END: usize = size_of::<mpsc::Sender<()>>() + 1;
+
+/// Bytes of padding after `sealed` (see [`EventQueue`]): the first byte the
+/// drain writes must be 64 bytes past the last byte a send reads, and the
+/// receiver's first `RECEIVER_DRAIN_OFFSET` bytes count towards that.
+const GAP: usize = (SEND_READS_END - 1 + 64)
     .saturating_sub(mpsc::RECEIVER_DRAIN_OFFSET)
-    .saturating_sub(16 + 1);
+    .saturating_sub(SEND_READS_END);
 
 /// The cell holding a process's [`EventQueue`] (see the module docs).
 pub(crate) struct Inbox<E> {
@@ -188,6 +191,8 @@ impl<E> Drop for Inbox<E> {
 
 #[cfg(all(test, not(stepsched_loom)))]
 mod tests {
+    use super::Inbox;
+
     /// The layout [`EventQueue`] argues for, on this target.
     #[test]
     fn what_a_send_reads_is_a_line_before_what_a_drain_writes() {
@@ -201,8 +206,6 @@ mod tests {
             "the drain's fields at {drain_writes} may share a line with a send's at {read_end}"
         );
     }
-
-    use super::Inbox;
 
     #[test]
     fn a_seal_refuses_later_sends_whether_or_not_a_queue_was_made() {
