@@ -20,7 +20,12 @@
 //! completed before any event), or the queue. Whoever completes the process —
 //! the worker whose step ended it, or the forcer (`terminate`, shutdown) —
 //! calls [`Inbox::seal`] *before* its transition to Complete: a CAS from null
-//! to `SEALED`, or, if the queue exists, a store of its `sealed` flag. A
+//! to `SEALED`, or, if the queue exists, a swap of its `sealed` flag. The
+//! seal tells its caller whether it came first, and the first sealer
+//! decides the outcome: a forcer that finds the queue sealed by the
+//! worker whose step ended the process gives way (`terminate` answers
+//! `AlreadyComplete` and the step's result stands), so a process that
+//! refused a send is complete for everyone, with one result. A
 //! sender loads the pointer: `SEALED` or a sealed queue refuses; null makes
 //! a queue and installs it by a CAS from null, which fails with `SEALED` if
 //! the seal came first (the sender frees its queue and refuses) and
@@ -155,23 +160,36 @@ impl<E> Inbox<E> {
     }
 
     /// Refuses every later send; called by whoever completes the process,
-    /// before its transition to Complete. Idempotent.
-    pub(crate) fn seal(&self) {
+    /// before its transition to Complete. Returns whether this call sealed
+    /// it (`false`: an earlier call did).
+    ///
+    /// The first seal decides how the process ends (see `Slot::force`): a
+    /// send refused by the seal must never be followed by a `terminate`
+    /// that succeeds over the step's own result, so a forcer that finds the
+    /// process already sealed by its worker gives way.
+    pub(crate) fn seal(&self) -> bool {
         // Acquire on failure: makes the queue's construction visible before
         // we write its flag. Relaxed on success: `SEALED` publishes nothing
-        // (the transition to Complete after us publishes the seal).
-        if let Err(found) = self.ptr.compare_exchange(
+        // (the transition to Complete after us publishes the seal). Every
+        // seal is an RMW on this word or, once a queue is installed (it is
+        // never replaced), on its flag: one of them is first in the word's
+        // or the flag's modification order, and every other sees it.
+        match self.ptr.compare_exchange(
             ptr::null_mut(),
             SEALED as *mut EventQueue<E>,
             Ordering::Relaxed,
             Ordering::Acquire,
-        ) && found as usize != SEALED
-        {
-            // SAFETY: as in `get`.
-            let queue = unsafe { &*found };
-            // Relaxed: published by the transition to Complete that follows
-            // (module docs).
-            queue.sealed.store(true, Ordering::Relaxed);
+        ) {
+            Ok(_) => true,
+            Err(found) if found as usize == SEALED => false,
+            Err(found) => {
+                // SAFETY: as in `get`.
+                let queue = unsafe { &*found };
+                // Relaxed: published by the transition to Complete that
+                // follows (module docs); the swap's atomicity alone decides
+                // the first sealer.
+                !queue.sealed.swap(true, Ordering::Relaxed)
+            }
         }
     }
 }
@@ -211,17 +229,18 @@ mod tests {
     fn a_seal_refuses_later_sends_whether_or_not_a_queue_was_made() {
         // Sealed before any event: no queue is ever made.
         let never = Inbox::<u8>::new();
-        never.seal();
+        assert!(never.seal(), "the first seal");
         assert!(never.open().is_none());
         assert!(never.get().is_none());
-        never.seal();
+        assert!(!never.seal(), "a second seal is not first");
         assert!(never.open().is_none());
 
         // Sealed after the first event: the owner still reaches the queue
         // (to close and drain it), senders do not.
         let used = Inbox::<u8>::new();
         assert!(used.open().expect("open").sender.push(1).is_ok());
-        used.seal();
+        assert!(used.seal(), "the first seal");
+        assert!(!used.seal(), "a second seal is not first");
         assert!(used.open().is_none());
         let queue = used.get().expect("the owner's queue");
         let mut left = Vec::new();
@@ -285,5 +304,40 @@ mod loom_tests {
     #[test]
     fn loom_seal_races_a_send_to_a_made_queue() {
         seal_races_a_send(true);
+    }
+
+    /// Two completers (the worker whose step ended the process, and a
+    /// forcer) seal at once, with or without a queue, while a sender makes
+    /// the queue: exactly one of them is told it sealed first.
+    fn two_seals_race(made_first: bool) {
+        loom::model(move || {
+            let inbox = Arc::new(Inbox::<u32>::new());
+            if made_first {
+                let _ = inbox.open();
+            }
+            let sealers: Vec<_> = (0..2)
+                .map(|_| {
+                    let inbox = inbox.clone();
+                    loom::thread::spawn(move || inbox.seal())
+                })
+                .collect();
+            let _ = inbox.open().map(|queue| queue.sender.push(1));
+            let first = sealers
+                .into_iter()
+                .map(|s| s.join().unwrap())
+                .filter(|&first| first)
+                .count();
+            assert_eq!(first, 1, "exactly one seal comes first");
+        });
+    }
+
+    #[test]
+    fn loom_two_seals_one_first() {
+        two_seals_race(false);
+    }
+
+    #[test]
+    fn loom_two_seals_one_first_with_a_queue() {
+        two_seals_race(true);
     }
 }

@@ -33,6 +33,10 @@
 //! cell, and that decides the result: the step's if the worker won, the
 //! forcer's error if the forcer won (even if the step was about to return
 //! `Done`, so that a successful `terminate` always reads `Terminated`).
+//! Both seal the event queue before their transition, and the seal says
+//! who came first: a forcer that finds the queue already sealed by the
+//! worker gives way before touching the state cell, since a send may
+//! already have been refused as to a completed process (see `inbox`).
 //!
 //! `close` is called exactly once, by whoever owns the body at the end:
 //! the forcer if no worker was running the process, otherwise the worker
@@ -750,7 +754,8 @@ impl<P: SchedProcess> Slot<P> {
     }
 
     /// Forces the process to Complete (terminate: `Terminated`; shutdown:
-    /// `Cancelled`). Returns `false` if it had already completed, or
+    /// `Cancelled`). Returns `false` if it had already completed, if its
+    /// step had already ended it (its worker sealed the queue first), or
     /// another forcer got there first.
     ///
     /// If no worker was running it, it is closed and its result published
@@ -767,7 +772,13 @@ impl<P: SchedProcess> Slot<P> {
             return false;
         }
         // Sends are refused from before the transition on (see `inbox`).
-        self.queue.seal();
+        // If the worker sealed first, the process's step has ended it: a
+        // send may already have been refused as to a completed process, so
+        // its result stands and this forcer gives way (the caller answers
+        // `AlreadyComplete`; the claim stays, without `FORCE_WON`).
+        if !self.queue.seal() {
+            return false;
+        }
         match self.state.force_complete() {
             won @ ForceComplete::Won { previous } => {
                 let (line, owned) = self.core.counter_line(None);

@@ -459,7 +459,10 @@ impl<P: SchedProcess> Core<P> {
         // (we won) or Terminated (a forcer saw Running and left `close` and
         // the result to us).
         // Sends are refused from before the transition on (see `inbox`).
-        slot.queue.seal();
+        // Sealing first makes the step's result final unless a forcer
+        // sealed before us (then the state cell decides, below): a forcer
+        // that comes later sees the seal and gives way.
+        let _first = slot.queue.seal();
         let finish = slot.state.complete();
         if finish == Finish::Completed {
             let (line, owned) = self.counter_line(Some(worker));

@@ -252,3 +252,59 @@ fn first_events_race_to_create_the_queue() {
         assert_eq!(probe.closes.load(SeqCst), 1, "close must run exactly once");
     });
 }
+
+/// A process whose first step returns `Done`, while another thread sends
+/// to it and then terminates it. Whatever the interleaving, the answers
+/// agree: a send refused as to a finished process is never followed by a
+/// `terminate` that succeeds, and the joiner gets the step's result unless
+/// `terminate` succeeded.
+/// (The worker seals the queue before its transition to Complete; a
+/// forcer that sealed after it used to win the state cell in between and
+/// replace the result by `Terminated`.)
+#[test]
+fn a_refused_send_means_the_result_stands() {
+    // One worker: two preemptions (the worker runs ahead of the submitter,
+    // then stops between its seal and its transition) are needed to reach
+    // the window, and the model stays to a second.
+    let mut model = loom::model::Builder::new();
+    model.preemption_bound = Some(2);
+    model.check(|| {
+        stepsched::eager_event_queues(true);
+        let probe = Probe::new();
+        let scheduler = Scheduler::<Proc>::builder().workers(1).build().unwrap();
+        let pid = scheduler.allocate_pid();
+        // Already yielded and completed, needs no message: done at its
+        // first step, with 100 plus whatever message that step took.
+        let process = Proc {
+            probe: probe.clone(),
+            yielded: true,
+            completion: 1,
+            message: 0,
+            needed: 0,
+            seen: 0,
+        };
+        let join = scheduler.submit(pid, process, "run", ()).unwrap();
+        let handle = scheduler.handle();
+        let other = thread::spawn(move || {
+            let refused = handle.send(pid, 5).is_err();
+            (refused, handle.terminate(pid))
+        });
+        let (refused, terminated) = other.join().unwrap();
+        let result = join.join();
+        if refused {
+            assert!(
+                terminated.is_err(),
+                "a send was refused as to a finished process, then terminate succeeded"
+            );
+        }
+        match terminated {
+            Ok(()) => assert_eq!(result, Err(Error::Terminated)),
+            Err(_) => assert!(
+                matches!(result, Ok(100 | 105)),
+                "the step's result was replaced: {result:?}"
+            ),
+        }
+        drop(scheduler);
+        assert_eq!(probe.closes.load(SeqCst), 1, "close must run exactly once");
+    });
+}
