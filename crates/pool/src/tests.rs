@@ -126,3 +126,89 @@ fn push_next_wakes_nobody_but_announces_what_it_displaces() {
     assert_eq!(t.join().unwrap(), Parked::Woken);
     assert_eq!(ctx.drain_local(), [2, 1], "both items are still queued");
 }
+
+/// A worker's context and search over a one-worker pool whose runner does
+/// nothing: `find` is driven by hand.
+fn lone_worker() -> (crate::worker::WorkerContext<u32>, crate::worker::Search) {
+    use std::sync::Arc;
+
+    use stepsched_deque::Worker as Deque;
+
+    use crate::shared::Shared;
+    use crate::worker::{Search, WorkerContext};
+
+    let deque = Deque::new();
+    let shared = Arc::new(Shared::new(
+        vec![deque.stealer()],
+        Box::new(|_: u32, _: &WorkerContext<u32>| {}),
+    ));
+    (WorkerContext::new(0, deque, shared), Search::new(0))
+}
+
+/// Takes the next item `find` returns (one exists).
+fn found(search: &mut crate::worker::Search, ctx: &crate::worker::WorkerContext<u32>) -> u32 {
+    match search.find(ctx) {
+        crate::worker::Found::Item(item) => item,
+        _ => panic!("an item is queued"),
+    }
+}
+
+/// Two items that hand the next-item slot to each other forever (two
+/// processes messaging each other) do not starve the item the first of
+/// them displaced into the deque: it runs after at most `NEXT_STREAK`
+/// of theirs. (Before the streak cap it never ran.)
+#[test]
+fn a_pair_handing_the_next_slot_back_and_forth_lets_the_deque_run() {
+    use crate::worker::NEXT_STREAK;
+
+    const VICTIM: u32 = 0;
+    const A: u32 = 1;
+    const B: u32 = 2;
+    let (ctx, mut search) = lone_worker();
+    // A's step wakes the victim, then B: B displaces the victim.
+    ctx.push_next(VICTIM);
+    ctx.push_next(B);
+    for run in 1..=1000 {
+        match found(&mut search, &ctx) {
+            VICTIM => {
+                assert!(
+                    run <= NEXT_STREAK as usize + 1,
+                    "the victim waited {run} runs"
+                );
+                return;
+            }
+            A => ctx.push_next(B),
+            B => ctx.push_next(A),
+            other => panic!("unexpected item {other}"),
+        }
+    }
+    panic!("the pair kept the victim in the deque for 1000 runs");
+}
+
+/// An item pushed first onto the deque runs within a fairness interval even
+/// though every run pushes a newer one (which the owner's LIFO pop prefers).
+#[test]
+fn the_oldest_item_of_the_deque_runs_within_a_fairness_interval() {
+    use crate::worker::FAIRNESS_INTERVAL;
+
+    let (ctx, mut search) = lone_worker();
+    ctx.push(0);
+    ctx.push(1);
+    let mut newest = 1;
+    for run in 1..=1000 {
+        match found(&mut search, &ctx) {
+            0 => {
+                assert!(
+                    run <= FAIRNESS_INTERVAL as usize,
+                    "the oldest waited {run} runs"
+                );
+                return;
+            }
+            _ => {
+                newest += 1;
+                ctx.push(newest);
+            }
+        }
+    }
+    panic!("the oldest item waited 1000 runs behind newer ones");
+}

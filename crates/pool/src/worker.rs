@@ -12,9 +12,15 @@
 //! 4. the other workers, from a random start (fastrand; a fixed start under
 //!    loom): `steal_half_into` each deque, then one item from each inbox.
 //!
-//! Every [`FAIRNESS_INTERVAL`]th call checks the inbox and the global queue
-//! before the deque, so work from outside cannot starve behind a deque that
-//! keeps refilling itself (tokio's global-queue tick, same interval).
+//! Every [`FAIRNESS_INTERVAL`]th call checks the inbox, the global queue
+//! and the oldest item of the worker's own deque (through its stealer's
+//! end) before the next-item slot and the deque's newest, so work from
+//! outside, or pushed early, cannot starve behind a deque that keeps
+//! refilling itself (tokio's global-queue tick, same interval). And after
+//! [`NEXT_STREAK`] items in a row from the next-item slot, the deque's
+//! newest item runs before the slot's: two items that keep handing the
+//! slot to each other (two processes messaging each other) cannot starve
+//! the deque either.
 //!
 //! A worker counts as *searching* (see [`crate::sleep`]) from the moment it
 //! reaches step 4 until it finds work or parks. Failed searches back off
@@ -59,6 +65,12 @@ use crate::trace;
 /// Every this many items a worker polls its inbox and the global queue
 /// before its own deque (tokio uses the same prime).
 pub(crate) const FAIRNESS_INTERVAL: u32 = 61;
+
+/// Items a worker takes in a row from its next-item slot before it runs
+/// its deque's newest item ahead of the slot's (tokio caps its LIFO slot
+/// at 3 polls in a row; a slot item costs no deque push or pop, so a chain
+/// of messages gets a few more before the deque's turn).
+pub(crate) const NEXT_STREAK: u32 = 8;
 
 /// Items moved from the global queue into the deque besides the one run.
 pub(crate) const GLOBAL_BATCH: usize = 16;
@@ -259,7 +271,10 @@ impl<T: Send + 'static> WorkerContext<T> {
     /// worker's own, not in its deque: no deque push, no pop, and no
     /// thief can take it (tokio's LIFO slot makes the same trade). If this
     /// worker then runs a long time before returning, the item waits for
-    /// it. An item already in the slot is displaced into the deque, as
+    /// it. After a few items in a row from the slot, the worker runs its
+    /// deque's newest item before the slot's (see the module docs), so two
+    /// items that keep handing the slot to each other cannot starve the
+    /// deque. An item already in the slot is displaced into the deque, as
     /// with [`push`](Self::push): stealable and announced, since it now
     /// waits behind another.
     ///
@@ -430,6 +445,8 @@ pub(crate) struct Search {
     rng: fastrand::Rng,
     /// Calls of `find` since the last fairness check.
     tick: u32,
+    /// Items taken in a row from the next-item slot (see [`NEXT_STREAK`]).
+    next_streak: u32,
     /// Whether this worker counts as searching in the sleep state.
     searching: bool,
     /// Failed searches in a row.
@@ -553,6 +570,7 @@ impl Search {
                 fastrand::Rng::new()
             },
             tick: 0,
+            next_streak: 0,
             searching: false,
             failed: 0,
         }
@@ -601,6 +619,7 @@ impl Search {
         self.tick += 1;
         if self.tick >= FAIRNESS_INTERVAL {
             self.tick = 0;
+            self.next_streak = 0;
             if let Some(item) = shared.inboxes[index].pop() {
                 counters.inbox_pops.inc();
                 return Found::Item(item);
@@ -609,11 +628,35 @@ impl Search {
                 counters.global_pops.inc();
                 return Found::Item(item);
             }
+            // The oldest item of the worker's own deque: the owner pops
+            // the newest, so without this an item pushed early could wait
+            // behind a stream of newer ones for as long as they keep coming.
+            if let Steal::Success(item) = shared.stealers[index].steal() {
+                return Found::Item(item);
+            }
         }
 
         if let Some(item) = ctx.next.take() {
-            return Found::Item(item);
+            if self.next_streak < NEXT_STREAK {
+                self.next_streak += 1;
+                return Found::Item(item);
+            }
+            // The slot has run `NEXT_STREAK` items in a row: two processes
+            // handing the slot back and forth would otherwise keep the
+            // deque waiting forever (a process displaced into the deque
+            // by one of them included). Run the deque's newest item
+            // first; the slot's item goes to the deque, to run right after
+            // it (LIFO), stealable and announced meanwhile.
+            self.next_streak = 0;
+            return Found::Item(match ctx.deque.pop() {
+                Some(other) => {
+                    ctx.push(item);
+                    other
+                }
+                None => item,
+            });
         }
+        self.next_streak = 0;
         if let Some(item) = ctx.deque.pop() {
             return Found::Item(item);
         }

@@ -107,3 +107,88 @@ fn a_process_that_messages_itself_does_not_starve_others() {
     });
     others_finish_beside(&s, looper, &probe);
 }
+
+/// On one worker, two processes that message each other forever do not
+/// starve a third that the first woke just before the second: each message
+/// from a step puts its receiver in the worker's next-item slot, so the
+/// second displaces the third into the deque, and from then on the pair
+/// hands the slot back and forth. The third must run while the pair still
+/// does (before the fix, it ran only once they stopped at `LIMIT`).
+#[test]
+fn a_pair_messaging_each_other_does_not_starve_a_third() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+    const LIMIT: u64 = 1_000_000;
+    const A: u64 = 1;
+    const B: u64 = 2;
+    const VICTIM: u64 = 3;
+    let s = Builder::new().workers(1).build().unwrap();
+    let victim_ran = Arc::new(AtomicBool::new(false));
+    let hops = Arc::new(AtomicU64::new(0));
+
+    let probe = Probe::new();
+    let (ran, seen) = (victim_ran.clone(), hops.clone());
+    let victim = FnProc::new(&probe, move |events, out, _| {
+        if events.is_empty() {
+            out.set_status(Status::Idle);
+        } else {
+            ran.store(true, Ordering::SeqCst);
+            out.set_status(Status::Done(seen.load(Ordering::SeqCst) as i64));
+        }
+        Ok(())
+    });
+    let v = s.submit(pid(VICTIM), victim, "main", 0).unwrap();
+    probe.wait_steps(1);
+
+    // One of the pair: waits for a message, then answers the other until
+    // the victim has run (or `LIMIT` hops, the hang guard).
+    let partner = |other: u64, first: bool| {
+        let (ran, hops) = (victim_ran.clone(), hops.clone());
+        let mut started = !first;
+        move |events: Vec<stepsched::Event<i64>>,
+              out: &mut stepsched::StepOutput<Cmd, i64>,
+              ctx: &mut stepsched::Context<'_, FnProc>| {
+            if !started {
+                // The first step of A: wake the victim, then B.
+                started = true;
+                ctx.send(pid(VICTIM), 0).unwrap();
+                ctx.send(pid(other), 0).unwrap();
+                out.set_status(Status::Idle);
+                return Ok(());
+            }
+            if events.is_empty() {
+                out.set_status(Status::Idle);
+                return Ok(());
+            }
+            let n = hops.fetch_add(1, Ordering::SeqCst);
+            if ran.load(Ordering::SeqCst) || n >= LIMIT {
+                out.set_status(Status::Done(n as i64));
+                let _ = ctx.send(pid(other), 0);
+            } else {
+                ctx.send(pid(other), 0).unwrap();
+                out.set_status(Status::Idle);
+            }
+            Ok(())
+        }
+    };
+    let b_probe = Probe::new();
+    let b = s
+        .submit(pid(B), FnProc::new(&b_probe, partner(A, false)), "main", 0)
+        .unwrap();
+    b_probe.wait_steps(1);
+    let a = s
+        .submit(
+            pid(A),
+            FnProc::new(&Probe::new(), partner(B, true)),
+            "main",
+            0,
+        )
+        .unwrap();
+    let at = join(v).unwrap();
+    assert!(
+        (at as u64) < LIMIT,
+        "the victim ran only after the pair stopped ({at} hops)"
+    );
+    let _ = join(a);
+    let _ = join(b);
+}
