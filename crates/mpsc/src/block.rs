@@ -8,10 +8,11 @@
 //!
 //! Each slot has a state byte next to its value, stored (with Release) by
 //! the producer that claimed the slot once it is done with it: the block's
-//! current *lap* tag and a tombstone bit (set when the claim was refused and
-//! the slot holds nothing). A slot is ready when its tag equals the block's
-//! lap. Every claimed slot therefore becomes ready exactly once, which is
-//! what lets the consumer move past it. A plain store per slot (rather than
+//! current *lap* tag and a tombstone bit (set when the claim was refused,
+//! or abandoned because making its value unwound, and the slot holds
+//! nothing). A slot is ready when its tag equals the block's lap. Every
+//! claimed slot therefore becomes ready exactly once, which is what lets
+//! the consumer move past it. A plain store per slot (rather than
 //! a `fetch_or` on a shared ready word) keeps the push at one
 //! read-modify-write, the claim; and since a block is recycled only after
 //! every one of its slots was written in its current lap, recycling just
@@ -170,19 +171,42 @@ impl<T> Block<T> {
         unsafe { &*prev }
     }
 
-    /// Writes `value` into slot `offset` and marks it ready.
+    /// Writes the value `value` makes into slot `offset` and marks it
+    /// ready. If `value` unwinds, the slot is marked ready as a tombstone
+    /// instead (an abandoned claim: no value), so that the consumer moves
+    /// past it, and the unwind goes on.
     ///
     /// # Safety
     /// The caller claimed the slot (it is the only writer) and the block is
     /// live for it (see the reclamation argument in `queue`).
     #[inline(always)]
     pub(crate) unsafe fn write(&self, offset: u32, value: impl FnOnce() -> T) {
+        /// Tombstones the claimed slot if making its value unwinds; forgotten
+        /// once the value is written, so the push's path is unchanged.
+        struct Abandon<'a, T> {
+            block: &'a Block<T>,
+            offset: u32,
+        }
+
+        impl<T> Drop for Abandon<'_, T> {
+            #[cold]
+            fn drop(&mut self) {
+                self.block.tombstone(self.offset);
+            }
+        }
+
+        let abandon = Abandon {
+            block: self,
+            offset,
+        };
         let slot = &self.slot(offset).value;
         // SAFETY: the slot was claimed by this thread only, and the consumer
         // reads it only after seeing the state stored below. The value is
         // made right here, so that it can be built in the slot rather than
-        // built elsewhere and copied.
+        // built elsewhere and copied. If making it unwinds, nothing was
+        // written: the guard's tombstone says the slot holds no value.
         slot.with_mut(|p| unsafe { (*p).write(value()) });
+        core::mem::forget(abandon);
         // Release: publishes the value to the consumer's Acquire load of the
         // state.
         self.slot(offset)
@@ -190,7 +214,8 @@ impl<T> Block<T> {
             .store(self.lap() << 1, Ordering::Release);
     }
 
-    /// Marks a claimed slot ready with no value (a refused claim).
+    /// Marks a claimed slot ready with no value (a refused claim, or an
+    /// accepted one whose value could not be made).
     #[inline]
     pub(crate) fn tombstone(&self, offset: u32) {
         // Release: orders this producer's earlier accesses to the block

@@ -59,6 +59,36 @@ pub(crate) mod cell {
     pub(crate) use loom::cell::UnsafeCell;
 }
 
+/// One pointer per thread: the innermost `make` of an accepted push this
+/// thread is running (see `Making` in `queue`). Under loom, one per
+/// modelled thread (loom's modelled threads share one OS thread).
+pub(crate) mod local {
+    use core::cell::Cell;
+    use core::ptr;
+
+    #[cfg(not(stepsched_loom))]
+    std::thread_local! {
+        static MAKING: Cell<*const ()> = const { Cell::new(ptr::null()) };
+    }
+
+    #[cfg(stepsched_loom)]
+    loom::thread_local! {
+        static MAKING: Cell<*const ()> = Cell::new(ptr::null());
+    }
+
+    /// The current thread's pointer (null when none was set).
+    #[inline(always)]
+    pub(crate) fn making() -> *const () {
+        MAKING.with(Cell::get)
+    }
+
+    /// Sets the current thread's pointer.
+    #[inline(always)]
+    pub(crate) fn set_making(p: *const ()) {
+        MAKING.with(|c| c.set(p));
+    }
+}
+
 /// Waiting politely for another thread to finish a few instructions.
 pub(crate) mod wait {
     /// One step of a bounded-spin-then-yield wait; `step` counts the calls

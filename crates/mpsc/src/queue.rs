@@ -27,8 +27,10 @@
 //!   the value into the slot and stores the slot's state, `VALUE`, with
 //!   Release (a plain store: the claim is the push's only RMW). A claim that
 //!   was refused (closed, or another generation) still owns its index, so it
-//!   stores `TOMBSTONE` instead and hands the value back. Every claimed index
-//!   thus becomes ready exactly once. A cheap pre-check (a load of a status
+//!   stores `TOMBSTONE` instead and hands the value back; so does, from a
+//!   drop guard, an accepted claim whose value is made in its slot
+//!   (`push_with`) by a closure that unwinds. Every claimed index thus
+//!   becomes ready exactly once. A cheap pre-check (a load of a status
 //!   word that copies the generation and `CLOSED` bit on a line of its own,
 //!   so that it stays in every producer's cache) refuses most pushes on a
 //!   closed or reset queue before they claim anything, so a closed queue
@@ -111,14 +113,25 @@
 //! the claim while closed, or, if its claim lands after the reopen, by the
 //! generation mismatch in the word its claim returned. It can never be
 //! drained in the new generation.
+//!
+//! Waiting for accepted pushes is what `reset` cannot do when it is called
+//! by the very push it waits for: from the `make` closure of an accepted
+//! `push_with` into the same queue (the closure may hold the receiver).
+//! Each accepted push links a `Making` record on its stack into a
+//! thread-local list while `make` runs, and `reset` panics, before
+//! changing anything, if the list holds one for its queue; the panic
+//! unwinds through `make`, whose guard tombstones the slot. The list costs
+//! a push a thread-local load and two stores around `make`, which the
+//! compiler removes when `make` is inlined and calls nothing.
 
 use core::fmt;
 use core::marker::PhantomData;
-use core::ptr::NonNull;
+use core::ptr::{self, NonNull};
 
 use crate::block::{BLOCK_CAP, Block, OFFSET_MASK, reached, start_of};
 use crate::error::PushError;
 use crate::primitive::cell::UnsafeCell;
+use crate::primitive::local;
 use crate::primitive::sync::Arc;
 use crate::primitive::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use crate::primitive::wait::snooze;
@@ -482,6 +495,19 @@ impl<T> Sender<T> {
     /// compiler build the value in its slot instead of building it
     /// elsewhere and copying it.
     ///
+    /// # Panics
+    ///
+    /// If `make` panics, the panic goes on to the caller and nothing is
+    /// pushed: the slot the push had claimed is marked empty, and drains,
+    /// later pushes and [`Receiver::reset`] go on past it as if the push
+    /// had been refused.
+    ///
+    /// `make` must not call [`Receiver::reset`] on this same queue once the
+    /// push is accepted: the reset would wait for this very push to finish,
+    /// so it panics instead, before changing anything, and that panic
+    /// unwinds through `make` as above. (When the push is refused, `make`
+    /// runs with no slot claimed and may reset the queue.)
+    ///
     /// ```
     /// let (tx, mut rx) = stepsched_mpsc::channel();
     /// tx.push_with(|| [7u64; 4]).unwrap();
@@ -513,8 +539,11 @@ impl<T> Sender<T> {
         let block = unsafe { block.as_ref() };
         match Refusal::of(claim, self.generation) {
             None => {
+                let queue = Arc::as_ptr(&self.shared).cast();
                 // SAFETY: we claimed this slot; it is ours alone to write.
-                unsafe { block.write(offset, value) };
+                // While `value` runs, a `reset` of this queue on this thread
+                // would wait for the slot forever: `Making` makes it panic.
+                unsafe { block.write(offset, || Making::run(queue, value)) };
                 Ok(())
             }
             Some(refusal) => {
@@ -532,6 +561,63 @@ impl<T> Sender<T> {
     /// Whether a push would be refused now (closed, or another generation).
     pub fn is_closed(&self) -> bool {
         Refusal::of_status(self.shared.status(), self.generation).is_some()
+    }
+}
+
+/// An accepted push whose `make` is running on this thread: its slot of
+/// `queue` is claimed and waits for the value, so a [`Receiver::reset`] of
+/// `queue` on this thread would wait forever. While `make` runs, the record
+/// is on the stack of [`Making::run`], linked from the thread-local
+/// `primitive::local` pointer, innermost first.
+struct Making {
+    /// The queue's `Shared`, as an address (only compared).
+    queue: *const (),
+    /// The enclosing record of this thread (an outer push's `make` running
+    /// this push), or null.
+    outer: *const Making,
+}
+
+impl Making {
+    /// Runs `make` with a record for `queue` linked as this thread's
+    /// innermost one, unlinked when `make` returns or unwinds.
+    #[inline(always)]
+    fn run<T>(queue: *const (), make: impl FnOnce() -> T) -> T {
+        /// Restores the thread's list, also on unwind.
+        struct Unlink(*const Making);
+
+        impl Drop for Unlink {
+            #[inline(always)]
+            fn drop(&mut self) {
+                local::set_making(self.0.cast());
+            }
+        }
+
+        let this = Making {
+            queue,
+            outer: local::making().cast(),
+        };
+        local::set_making(ptr::from_ref(&this).cast());
+        // Declared after `this`, so dropped (unlinking it) before it.
+        let _unlink = Unlink(this.outer);
+        make()
+    }
+
+    /// Whether this thread is running the `make` of an accepted push into
+    /// `queue`.
+    #[cold]
+    fn is_running_for(queue: *const ()) -> bool {
+        let mut record = local::making().cast::<Making>();
+        while !record.is_null() {
+            // SAFETY: every record in this thread's list is on the stack of a
+            // `Making::run` still running on this thread: each unlinks itself
+            // before its frame ends, on return or unwind.
+            let r = unsafe { &*record };
+            if r.queue == queue {
+                return true;
+            }
+            record = r.outer;
+        }
+        false
     }
 }
 
@@ -999,7 +1085,19 @@ impl<T> Receiver<T> {
     /// assert_eq!(g.get(), 1);
     /// assert_eq!(old.push('b'), Err(PushError::StaleGeneration('b')));
     /// ```
+    ///
+    /// # Panics
+    ///
+    /// If called from the `make` closure of an accepted
+    /// [`Sender::push_with`] into this same queue (directly or from a
+    /// nested push's `make`): that push would never finish while the reset
+    /// waits for it, so the reset panics instead, before closing or taking
+    /// anything. The panic unwinds through `make`, which leaves that push's
+    /// slot empty (see [`Sender::push_with`]).
     pub fn reset(&mut self, leftovers: &mut Vec<T>) -> Generation {
+        if Making::is_running_for(Arc::as_ptr(&self.shared).cast()) {
+            reset_inside_make();
+        }
         let closed_at = self.close_index();
         let mut step = 0;
         loop {
@@ -1035,6 +1133,16 @@ impl<T> Receiver<T> {
         self.spare_slots = MIN_SPARE_SLOTS;
         Generation(generation)
     }
+}
+
+/// The panic of a `reset` that would wait for the push running it.
+#[cold]
+#[inline(never)]
+fn reset_inside_make() -> ! {
+    panic!(
+        "Receiver::reset called inside the `make` of an accepted Sender::push_with \
+         into the same queue: it would wait for that push forever"
+    );
 }
 
 impl<T> Drop for Receiver<T> {

@@ -186,3 +186,45 @@ fn drop_with_a_push_in_progress_drops_each_item_once() {
         assert_eq!(drops.load(Ordering::Relaxed), 2);
     });
 }
+
+/// A push whose `make` unwinds after claiming its slot (an abandoned
+/// claim, which a drop guard tombstones), racing a drain and a reset: the
+/// producer's next push is drained, returned by the reset or refused,
+/// exactly once, and the reset gets past the abandoned slot (a wedged
+/// queue would make it spin until loom's branch limit).
+#[test]
+fn abandoned_claim_is_skipped_by_drain_and_reset() {
+    use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+
+    loom::model(|| {
+        let (tx, mut rx) = channel::<u8>();
+        tx.push(0).unwrap();
+        let h = thread::spawn(move || {
+            // `resume_unwind`: no panic hook, so nothing is printed per run.
+            let made = catch_unwind(AssertUnwindSafe(|| {
+                tx.push_with(|| -> u8 { resume_unwind(Box::new("make failed")) })
+            }));
+            assert!(made.is_err(), "the unwind of make reaches the caller");
+            tx.push(1)
+        });
+        let mut drained = Vec::new();
+        rx.drain_into(&mut drained);
+        let mut leftovers = Vec::new();
+        assert_eq!(rx.reset(&mut leftovers).get(), 1);
+        let result = h.join().unwrap();
+        let mut got = drained;
+        got.extend(&leftovers);
+        match result {
+            Ok(()) => assert_eq!(got, [0, 1]),
+            Err(e) => {
+                assert_eq!(got, [0]);
+                assert_eq!(e.into_inner(), 1);
+            }
+        }
+        // The new generation sees only its own item.
+        rx.sender().push(2).unwrap();
+        let mut out = Vec::new();
+        rx.drain_into(&mut out);
+        assert_eq!(out, [2]);
+    });
+}
