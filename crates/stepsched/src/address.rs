@@ -5,7 +5,7 @@ use std::fmt;
 use stepsched_process::{Package, Pid, SendError};
 
 use crate::SchedProcess;
-use crate::primitive::sync::Arc;
+use crate::primitive::sync::SlotArc;
 use crate::slot::Slot;
 
 /// A resolved reference to one process: [`send`](Address::send) pushes
@@ -56,11 +56,11 @@ use crate::slot::Slot;
 /// assert!(matches!(to.send(4), Err(SendError::Closed(_))));
 /// ```
 pub struct Address<P: SchedProcess> {
-    slot: Arc<Slot<P>>,
+    slot: SlotArc<Slot<P>>,
 }
 
 impl<P: SchedProcess> Address<P> {
-    pub(crate) fn new(slot: Arc<Slot<P>>) -> Self {
+    pub(crate) fn new(slot: SlotArc<Slot<P>>) -> Self {
         Address { slot }
     }
 
@@ -118,7 +118,7 @@ impl<P: SchedProcess> PartialEq for Address<P> {
     /// Two addresses are equal when they name the same process (not merely
     /// the same PID).
     fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.slot, &other.slot)
+        SlotArc::ptr_eq(&self.slot, &other.slot)
     }
 }
 

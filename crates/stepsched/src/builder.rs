@@ -355,7 +355,10 @@ impl<P: SchedProcess> Builder<P> {
                 // the stop thread it starts, holding a clone), which it
                 // releases only after the call returned; before any
                 // shutdown the scheduler holds one (its drop shuts down
-                // first). So the pointer stays valid for the whole run,
+                // first). The one `shutdown_now` that cannot join — on a
+                // worker, when the stop thread could not be spawned —
+                // leaks a reference to the core instead (`stop_pool`), and
+                // reports the workers not joined. So the pointer stays valid for the whole run,
                 // even once the slot it came from is freed mid-run (its
                 // process parked and completed elsewhere).
                 let core = unsafe { Arc::from_raw(Arc::as_ptr(&task.0.core)) };

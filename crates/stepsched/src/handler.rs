@@ -8,7 +8,7 @@ use std::mem::ManuallyDrop;
 use stepsched_process::{Error, Event, Pid, Process, Tag};
 
 use crate::SchedProcess;
-use crate::primitive::sync::Arc;
+use crate::primitive::sync::SlotArc;
 use crate::primitive::thread_local;
 use crate::slot::{Ev, Slot};
 
@@ -153,11 +153,11 @@ where
 /// process has ended by the time it completes, the completion is dropped
 /// and reaches nothing (see [`complete`](Completer::complete)).
 pub struct Completer<P: Process + 'static> {
-    slot: Arc<Slot<P>>,
+    slot: SlotArc<Slot<P>>,
     tag: Tag,
     /// `Slot::wake`, taken where `P: SchedProcess` is known, so that `Drop`
     /// (which cannot ask for more bounds than the type) can call it.
-    wake: fn(&Arc<Slot<P>>) -> bool,
+    wake: fn(&Slot<P>) -> bool,
 }
 
 impl<P: SchedProcess> Completer<P> {
@@ -170,10 +170,10 @@ impl<P: SchedProcess> Completer<P> {
     /// costs one reference count increment per run, not two atomic
     /// operations per yield.
     #[inline]
-    pub(crate) fn dispatched(slot: &Arc<Slot<P>>, tag: Tag) -> Self {
+    pub(crate) fn dispatched(slot: &SlotArc<Slot<P>>, tag: Tag) -> Self {
         let spare = DISPATCHING.with(|d| {
             let marker = d.get();
-            let spare = marker.spare > 0 && marker.slot == Arc::as_ptr(slot) as usize;
+            let spare = marker.spare > 0 && marker.slot == SlotArc::as_ptr(slot) as usize;
             if spare {
                 d.set(Marker {
                     spare: marker.spare - 1,
@@ -187,9 +187,9 @@ impl<P: SchedProcess> Completer<P> {
             // this slot that the dispatching run owns and has not released
             // (see `SpareRefs`); we took one from the count, so its
             // ownership moves into this `Arc`.
-            unsafe { Arc::from_raw(Arc::as_ptr(slot)) }
+            unsafe { SlotArc::from_raw(SlotArc::as_ptr(slot)) }
         } else {
-            Arc::clone(slot)
+            SlotArc::clone(slot)
         };
         // The completer holds its own process's slot. Slots are never
         // reused, so it cannot reach a later process with the same PID; once
@@ -254,7 +254,7 @@ impl<P: SchedProcess> Completer<P> {
         // `Arc` is read out exactly once.
         let slot = unsafe { std::ptr::read(&this.slot) };
         let marker = DISPATCHING.with(Cell::get);
-        if marker.slot != Arc::as_ptr(&slot) as usize {
+        if marker.slot != SlotArc::as_ptr(&slot) as usize {
             return deliver_queued(&slot, this.tag, result, this.wake);
         }
         let delivered = deliver_inline(&slot, marker, this.tag, result);
@@ -315,16 +315,16 @@ impl<P: Process + 'static> Dispatching<P> {
     /// with `spare` strong references to the slot that the caller owns and
     /// hands over (see `SpareRefs`).
     #[inline]
-    pub(crate) fn enter(slot: &Arc<Slot<P>>, batch: *mut Vec<Ev<P>>, spare: usize) -> Self {
+    pub(crate) fn enter(slot: &SlotArc<Slot<P>>, batch: *mut Vec<Ev<P>>, spare: usize) -> Self {
         let marker = Marker {
-            slot: Arc::as_ptr(slot) as usize,
+            slot: SlotArc::as_ptr(slot) as usize,
             batch: batch as usize,
             spare,
         };
         let previous = DISPATCHING.with(|d| d.replace(marker));
         Dispatching {
             previous,
-            slot: Arc::as_ptr(slot),
+            slot: SlotArc::as_ptr(slot),
         }
     }
 
@@ -356,9 +356,9 @@ pub(crate) struct SpareRefs<P: Process + 'static> {
 }
 
 impl<P: Process + 'static> SpareRefs<P> {
-    pub(crate) fn new(slot: &Arc<Slot<P>>) -> Self {
+    pub(crate) fn new(slot: &SlotArc<Slot<P>>) -> Self {
         SpareRefs {
-            slot: Arc::as_ptr(slot),
+            slot: SlotArc::as_ptr(slot),
             count: 0,
         }
     }
@@ -378,7 +378,7 @@ fn release<P: Process + 'static>(slot: *const Slot<P>, count: usize) {
         // SAFETY: each is a strong reference the caller owns (taken from
         // an `Arc` with `mem::forget` by `Completer::complete`) and gives
         // up here, once.
-        unsafe { Arc::decrement_strong_count(slot) };
+        unsafe { SlotArc::decrement_strong_count(slot) };
     }
 }
 
@@ -389,13 +389,13 @@ fn release<P: Process + 'static>(slot: *const Slot<P>, count: usize) {
 /// dispatching worker's batch (`deliver_inline`).
 #[inline]
 fn deliver<P: Process + 'static>(
-    slot: &Arc<Slot<P>>,
+    slot: &SlotArc<Slot<P>>,
     tag: Tag,
     result: Result<P::Response, Error>,
-    wake: fn(&Arc<Slot<P>>) -> bool,
+    wake: fn(&Slot<P>) -> bool,
 ) -> bool {
     let marker = DISPATCHING.with(Cell::get);
-    if marker.slot == Arc::as_ptr(slot) as usize {
+    if marker.slot == SlotArc::as_ptr(slot) as usize {
         deliver_inline(slot, marker, tag, result)
     } else {
         deliver_queued(slot, tag, result, wake)
@@ -426,10 +426,10 @@ fn deliver_inline<P: Process + 'static>(
 
 /// Pushes the completion to the process's event queue and wakes it.
 fn deliver_queued<P: Process + 'static>(
-    slot: &Arc<Slot<P>>,
+    slot: &SlotArc<Slot<P>>,
     tag: Tag,
     result: Result<P::Response, Error>,
-    wake: fn(&Arc<Slot<P>>) -> bool,
+    wake: fn(&Slot<P>) -> bool,
 ) -> bool {
     let Some(sender) = slot.sender() else {
         return false;

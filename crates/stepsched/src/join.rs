@@ -12,7 +12,7 @@ use stepsched_relay::Pid;
 
 use crate::SchedProcess;
 use crate::address::Address;
-use crate::primitive::sync::Arc;
+use crate::primitive::sync::SlotArc;
 use crate::slot::Slot;
 
 /// Waits for the result of one process: [`join`](JoinHandle::join) blocks,
@@ -21,11 +21,11 @@ use crate::slot::Slot;
 /// Dropping the handle does not affect the process; its result is then
 /// dropped when it completes.
 pub struct JoinHandle<P: Process + 'static> {
-    slot: Arc<Slot<P>>,
+    slot: SlotArc<Slot<P>>,
 }
 
 impl<P: SchedProcess> JoinHandle<P> {
-    pub(crate) fn new(slot: Arc<Slot<P>>) -> Self {
+    pub(crate) fn new(slot: SlotArc<Slot<P>>) -> Self {
         JoinHandle { slot }
     }
 

@@ -1,7 +1,8 @@
 //! The synchronization primitives the facade uses, in one place.
 //!
-//! Under `--cfg stepsched_loom` the atomics, `Mutex` and `Condvar` are
-//! loom's (`Arc` stays std's, see below), so the crate builds for
+//! Under `--cfg stepsched_loom` the atomics, `Mutex`, `Condvar` and the
+//! `Arc` that holds a process's slot (`SlotArc`) are loom's (other `Arc`s
+//! stay std's, see below), so the crate builds for
 //! `cargo xtask loom` and the models see every race on them, among them
 //! the lazy creation and the seal of a process's event queue (`inbox`).
 //! The process body cell stays a plain `UnsafeCell` in
@@ -13,6 +14,8 @@ compile_error!("`--cfg stepsched_loom` needs the `loom` feature: `--features loo
 
 #[cfg(not(stepsched_loom))]
 pub(crate) mod sync {
+    /// What holds a process's slot: std's `Arc`.
+    pub(crate) use std::sync::Arc as SlotArc;
     pub(crate) use std::sync::{Arc, Condvar, Mutex};
 
     pub(crate) mod atomic {
@@ -27,6 +30,11 @@ pub(crate) mod sync {
     // `Arc` stays std's: the routing table's compare-before-delete takes a
     // std `Arc`, and handlers and hooks are stored as `Arc<dyn ..>`, an
     // unsized coercion loom's `Arc` does not support.
+    /// What holds a process's slot: loom's `Arc`, so that the models see
+    /// every reference count of a slot — the run's, a parked process's,
+    /// the spares lent to completers — and report a reference released
+    /// twice (a use after release) or never (a leak).
+    pub(crate) use loom::sync::Arc as SlotArc;
     pub(crate) use loom::sync::{Condvar, Mutex};
     pub(crate) use std::sync::Arc;
 

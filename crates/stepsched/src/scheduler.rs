@@ -191,15 +191,28 @@ pub(crate) fn start_shutdown<P: SchedProcess>(
     }
 }
 
+/// Spawns one of the shutdown's threads. In this crate's unit tests a
+/// thread can make its own spawns fail (`fail_spawns`), to exercise the
+/// paths that shut down on the calling thread instead.
+#[cfg(not(stepsched_loom))]
+fn spawn_shutdown_thread(f: impl FnOnce() + Send + 'static) -> std::io::Result<()> {
+    #[cfg(test)]
+    if tests::FAIL_SPAWNS.with(|fail| fail.get()) {
+        return Err(std::io::Error::other("spawn refused by the test"));
+    }
+    std::thread::Builder::new()
+        .name("stepsched-shutdown".into())
+        .spawn(f)
+        .map(drop)
+}
+
 #[cfg(not(stepsched_loom))]
 fn run_detached<P: SchedProcess>(core: Arc<Core<P>>, shared: Arc<Shared>, deadline: Duration) {
     let (core2, shared2) = (core.clone(), shared.clone());
-    let spawned = std::thread::Builder::new()
-        .name("stepsched-shutdown".into())
-        .spawn(move || {
-            let report = shut_down_once(&core2, deadline);
-            shared2.shutdown.finish(report);
-        });
+    let spawned = spawn_shutdown_thread(move || {
+        let report = shut_down_once(&core2, deadline);
+        shared2.shutdown.finish(report);
+    });
     if spawned.is_err() {
         // No thread: shut down here (on a worker, this waits out the
         // deadline for itself, but still finishes).
@@ -288,15 +301,26 @@ fn shut_down_once<P: SchedProcess>(core: &Arc<Core<P>>, deadline: Duration) -> S
 fn stop_pool<P: SchedProcess>(core: &Arc<Core<P>>, until: Instant) -> bool {
     let (tx, rx) = std::sync::mpsc::channel();
     let core2 = core.clone();
-    let spawned = std::thread::Builder::new()
-        .name("stepsched-shutdown".into())
-        .spawn(move || {
-            core2.pool().shutdown_now();
-            let _ = tx.send(());
-        });
+    let spawned = spawn_shutdown_thread(move || {
+        core2.pool().shutdown_now();
+        let _ = tx.send(());
+    });
     if spawned.is_err() {
+        // No thread: stop the pool here. On one of its own workers (a
+        // shutdown asked for from a step, whose own thread could not be
+        // spawned either) `shutdown_now` cannot join the workers: they
+        // stop when their current run returns, and until then they use
+        // the core through the uncounted borrow of every run (see
+        // `Builder::build`), which relies on the core outliving them.
+        // Nothing can tell when they are gone, so that reference is never
+        // released: the core, a few hundred bytes plus the pool, stays
+        // allocated for the life of the program, in this one failure case.
         core.pool().shutdown_now();
-        return true;
+        let joined = core.pool().current_worker().is_none();
+        if !joined {
+            std::mem::forget(Arc::clone(core));
+        }
+        return joined;
     }
     let wait = until
         .saturating_duration_since(Instant::now())
@@ -323,5 +347,83 @@ impl<P: SchedProcess> fmt::Debug for Scheduler<P> {
         f.debug_struct("Scheduler")
             .field("handle", &self.handle)
             .finish()
+    }
+}
+
+#[cfg(all(test, not(stepsched_loom)))]
+mod tests {
+    use std::cell::Cell;
+    use std::sync::{Arc, Weak};
+    use std::time::Duration;
+
+    use stepsched_process::{Context, Error, Events, Process, Status, StepOutput};
+
+    use crate::{Handle, Scheduler};
+
+    std::thread_local! {
+        /// Whether the shutdown's spawns fail on this thread.
+        pub(super) static FAIL_SPAWNS: Cell<bool> = const { Cell::new(false) };
+    }
+
+    /// Starts the shutdown from its step, on a worker where no thread can
+    /// be spawned, then finishes.
+    struct Stopper(Handle<Stopper>, std::sync::mpsc::Sender<()>);
+
+    impl Process for Stopper {
+        type Input = ();
+        type Message = ();
+        type Response = ();
+        type Command = &'static str;
+        type Output = ();
+
+        fn init(&mut self, _: &Context<'_, Self>, _: &str, (): ()) -> Result<(), Error> {
+            Ok(())
+        }
+
+        fn step(
+            &mut self,
+            _: &mut Context<'_, Self>,
+            _: Events<'_, ()>,
+            out: &mut StepOutput<&'static str, ()>,
+        ) -> Result<(), Error> {
+            FAIL_SPAWNS.with(|fail| fail.set(true));
+            drop(self.0.shutdown(Duration::from_millis(20)));
+            FAIL_SPAWNS.with(|fail| fail.set(false));
+            self.1.send(()).unwrap();
+            out.set_status(Status::Done(()));
+            Ok(())
+        }
+    }
+
+    /// A shutdown started from a step, where neither the shutdown's thread
+    /// nor the thread that stops the pool can be spawned, runs on the
+    /// worker itself, which cannot join the workers: the report says so,
+    /// and the core the workers borrow stays allocated after every handle
+    /// is gone. (It used to report the workers joined and free the core
+    /// under them.)
+    #[test]
+    fn a_shutdown_that_cannot_spawn_on_a_worker_reports_the_workers_not_joined() {
+        let scheduler = Scheduler::<Stopper>::builder().workers(2).build().unwrap();
+        let core: Weak<_> = Arc::downgrade(&scheduler.handle.core);
+        let (started, shut_down) = std::sync::mpsc::channel();
+        let stopper = Stopper(scheduler.handle(), started);
+        let join = scheduler
+            .submit(scheduler.allocate_pid(), stopper, "run", ())
+            .unwrap();
+        // The step's shutdown is the first, and has run (on the worker).
+        shut_down.recv().unwrap();
+        let report = scheduler.handle().shutdown(Duration::from_secs(5)).wait();
+        assert!(
+            !report.workers_joined,
+            "the shutdown ran on a worker, which cannot join the workers"
+        );
+        // The stopper's step outlived the deadline: its result is the
+        // shutdown's.
+        assert_eq!(join.join(), Err(Error::Cancelled));
+        drop(scheduler);
+        assert!(
+            core.upgrade().is_some(),
+            "the core was freed while a worker that was not joined may still use it"
+        );
     }
 }

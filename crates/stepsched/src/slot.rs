@@ -74,7 +74,7 @@ use crate::primitive::cell::UnsafeCell;
 use crate::primitive::sync::atomic::{
     AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering, fence,
 };
-use crate::primitive::sync::{Arc, Condvar, Mutex};
+use crate::primitive::sync::{Arc, Condvar, Mutex, SlotArc};
 use crate::result::ResultCell;
 use crate::shutdown::Shared;
 use crate::trace;
@@ -116,7 +116,7 @@ pub(crate) struct Core<P: Process + 'static> {
     /// `Shutdown` future need not name the process type).
     pub(crate) shared: Arc<Shared>,
     pub(crate) pool: OnceLock<Pool<Task<P>>>,
-    pub(crate) routes: RoutingTable<Arc<Slot<P>>>,
+    pub(crate) routes: RoutingTable<SlotArc<Slot<P>>>,
     pub(crate) pids: CachePadded<PidAllocator>,
     pub(crate) max_processes: usize,
     /// Places taken under `max_processes`: processes registered and not
@@ -397,7 +397,7 @@ pub(crate) fn bump(counter: &AtomicU64, owned: bool) {
 
 /// A slot in a run queue, with the number of times in a row it was
 /// requeued locally after a wake while running (see `LOCAL_REQUEUES` in `step.rs`).
-pub(crate) struct Task<P: Process + 'static>(pub(crate) Arc<Slot<P>>, pub(crate) u32);
+pub(crate) struct Task<P: Process + 'static>(pub(crate) SlotArc<Slot<P>>, pub(crate) u32);
 
 // SAFETY: a `Task` is only made by `Task::new`, which requires
 // `P: SchedProcess`; then `Slot<P>` is `Send + Sync` (see below), so the
@@ -407,11 +407,11 @@ pub(crate) struct Task<P: Process + 'static>(pub(crate) Arc<Slot<P>>, pub(crate)
 unsafe impl<P: Process + 'static> Send for Task<P> {}
 
 impl<P: SchedProcess> Task<P> {
-    pub(crate) fn new(slot: Arc<Slot<P>>) -> Self {
+    pub(crate) fn new(slot: SlotArc<Slot<P>>) -> Self {
         Task(slot, 0)
     }
 
-    pub(crate) fn requeued(slot: Arc<Slot<P>>, streak: u32) -> Self {
+    pub(crate) fn requeued(slot: SlotArc<Slot<P>>, streak: u32) -> Self {
         Task(slot, streak)
     }
 }
@@ -461,6 +461,20 @@ pub(crate) struct Slot<P: Process + 'static> {
     /// and no later run (hence no later write) can begin before that waker
     /// has read it and queued the process.
     pub(crate) parked_as: AtomicU8,
+    /// Under loom, a cell written when the slot is dropped and read by
+    /// [`Slot::pid`]: a worker that reads the slot after the transition
+    /// that gave it away (a park) races with its release on another
+    /// thread, which loom reports, where a normal build would read freed
+    /// memory.
+    #[cfg(stepsched_loom)]
+    alive: loom::cell::UnsafeCell<()>,
+}
+
+#[cfg(stepsched_loom)]
+impl<P: Process + 'static> Drop for Slot<P> {
+    fn drop(&mut self) {
+        self.alive.with_mut(|_| ());
+    }
 }
 
 /// An event of process type `P`.
@@ -514,8 +528,13 @@ where
 
 impl<P: Process + 'static> Slot<P> {
     /// A slot for a process whose `init` succeeded, Ready, not yet routed.
-    pub(crate) fn new(pid: Pid, core: Arc<Core<P>>, process: P, cancel: CancelToken) -> Arc<Self> {
-        let slot = Arc::new(Slot {
+    pub(crate) fn new(
+        pid: Pid,
+        core: Arc<Core<P>>,
+        process: P,
+        cancel: CancelToken,
+    ) -> SlotArc<Self> {
+        let slot = SlotArc::new(Slot {
             pid,
             core,
             state: StateCell::new(),
@@ -533,6 +552,8 @@ impl<P: Process + 'static> Slot<P> {
             parked_as: AtomicU8::new(Waiting::Idle as u8),
             result: ResultCell::new(),
             inline: UnsafeCell::new(Vec::new()),
+            #[cfg(stepsched_loom)]
+            alive: loom::cell::UnsafeCell::new(()),
         });
         // Under loom the whole-scheduler model asks for the queue at once
         // (see `primitive::once::eager_event_queues`).
@@ -550,6 +571,15 @@ impl<P: Process + 'static> Slot<P> {
         self.queue.open().map(|queue| &queue.sender)
     }
 
+    /// The process's PID, for the worker that runs it: under loom the read
+    /// is checked against the slot's release (see `alive`).
+    #[inline(always)]
+    pub(crate) fn pid(&self) -> Pid {
+        #[cfg(stepsched_loom)]
+        self.alive.with(|_| ());
+        self.pid
+    }
+
     /// Whether the process is Complete.
     #[inline]
     pub(crate) fn state_is_complete(&self) -> bool {
@@ -557,11 +587,15 @@ impl<P: Process + 'static> Slot<P> {
     }
 }
 
+/// Every `Slot` lives in a [`SlotArc`] (`Slot::new` makes none other), so
+/// the methods below, which take `&self`, may turn `self` back into the
+/// pointer of that `SlotArc` to take over or release a reference the
+/// caller owns (a parked process's, see `wake` and `force`).
 impl<P: SchedProcess> Slot<P> {
     /// Wakes the process after an event was pushed: the winner queues it.
     /// Returns `false` if the process is complete: the event will never be
     /// stepped.
-    pub(crate) fn wake(self: &Arc<Self>) -> bool {
+    pub(crate) fn wake(&self) -> bool {
         match self.state.wake() {
             Wake::Queue => {
                 // Read before the process is queued: no later park can
@@ -584,8 +618,9 @@ impl<P: SchedProcess> Slot<P> {
                 // SAFETY: a parked (Blocked or Idle) process owns one strong
                 // reference to its slot, left by the run that parked it (see
                 // the end of `Core::run`); the winner of `Queue` is the one
-                // caller that takes it over, for the task it queues.
-                let task = unsafe { Arc::from_raw(Arc::as_ptr(self)) };
+                // caller that takes it over, for the task it queues. `self`
+                // is the pointer of that `SlotArc` (see the impl's docs).
+                let task = unsafe { SlotArc::from_raw(self) };
                 self.core.schedule(task, current);
                 true
             }
@@ -605,11 +640,7 @@ impl<P: SchedProcess> Slot<P> {
     /// process; hands the payload back if the process has completed (then
     /// it would never be stepped). The one path of every message send, by
     /// PID or by address.
-    pub(crate) fn deliver(
-        self: &Arc<Self>,
-        from: Option<Pid>,
-        payload: P::Message,
-    ) -> Result<(), P::Message> {
+    pub(crate) fn deliver(&self, from: Option<Pid>, payload: P::Message) -> Result<(), P::Message> {
         // A process already complete takes nothing: whoever completed it
         // sealed its queue first (see `inbox`), and the seal is read with
         // the queue pointer, not from the state word the worker writes.
@@ -633,7 +664,7 @@ impl<P: SchedProcess> Slot<P> {
     }
 
     /// Sends the shutdown cancel event, once.
-    pub(crate) fn send_cancel(self: &Arc<Self>) {
+    pub(crate) fn send_cancel(&self) {
         // Relaxed: only the RMW's atomicity matters (one sender); the
         // event itself is ordered by the queue and the state cell.
         if self.cancel_sent.swap(true, Ordering::Relaxed) {
@@ -700,18 +731,17 @@ impl<P: SchedProcess> Slot<P> {
     /// Publishes the result, once; later calls do nothing.
     ///
     /// `worker`: the index of the worker calling, if a worker is calling.
-    pub(crate) fn finish(
-        self: &Arc<Self>,
-        result: Result<P::Output, Error>,
-        worker: Option<usize>,
-    ) {
+    pub(crate) fn finish(&self, result: Result<P::Output, Error>, worker: Option<usize>) {
         // AcqRel: the winner's writes (the closed body) are published to
         // any later caller that loses; only one caller proceeds.
         if self.finished.swap(true, Ordering::AcqRel) {
             return;
         }
         let core = &self.core;
-        core.routes.unregister_if_same(self.pid, self);
+        // Compare-before-delete: a newer process with the same PID keeps its
+        // route.
+        core.routes
+            .unregister_if(self.pid, |route| std::ptr::eq(SlotArc::as_ptr(route), self));
         let (line, owned) = core.counter_line(worker);
         if result.is_ok() {
             bump(&line.completed, owned);
@@ -760,7 +790,7 @@ impl<P: SchedProcess> Slot<P> {
     ///
     /// If no worker was running it, it is closed and its result published
     /// here; otherwise the worker does both when its step returns.
-    pub(crate) fn force(self: &Arc<Self>, kind: u8) -> bool {
+    pub(crate) fn force(&self, kind: u8) -> bool {
         // One forcer per process: the winner's error is the one published.
         // AcqRel: the claim is ordered before our transition below (and
         // read with Acquire by whoever publishes), and a loser sees it.
@@ -812,7 +842,8 @@ impl<P: SchedProcess> Slot<P> {
                     // `wake`): no waker can take it over any more (the
                     // process is Complete), so it is ours to release; the
                     // caller's own reference keeps the slot alive meanwhile.
-                    unsafe { Arc::decrement_strong_count(Arc::as_ptr(self)) };
+                    // `self` is the pointer of the `SlotArc` (impl docs).
+                    unsafe { SlotArc::decrement_strong_count(self) };
                 }
                 true
             }
@@ -836,7 +867,7 @@ impl<P: SchedProcess> Core<P> {
     ///
     /// `current`: the worker the calling thread is, if any
     /// (`Pool::current_worker`).
-    pub(crate) fn schedule(&self, slot: Arc<Slot<P>>, current: Option<usize>) {
+    pub(crate) fn schedule(&self, slot: SlotArc<Slot<P>>, current: Option<usize>) {
         let pool = self.pool();
         // Relaxed: a hint; any worker may run the slot.
         let worker = slot.last_worker.load(Ordering::Relaxed);

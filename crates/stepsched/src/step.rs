@@ -52,8 +52,8 @@ use stepsched_process::{
 use crate::SchedProcess;
 use crate::handle::Handle;
 use crate::handler::{Completer, Dispatching, Handler, SpareRefs};
-use crate::primitive::sync::Arc;
 use crate::primitive::sync::atomic::Ordering;
+use crate::primitive::sync::{Arc, SlotArc};
 use crate::slot::{Core, Counters, Ev, Slot, Task, Waiting, bump, bump_by, init_caught};
 use crate::trace;
 
@@ -183,7 +183,7 @@ impl<P: SchedProcess> Core<P> {
         bump(&line.started, owned);
         let mut inline_budget = INLINE_STEPS;
         let mut lingers = LINGERS;
-        let mut cx = Context::new(slot.pid, &slot.cancel, reach);
+        let mut cx = Context::new(slot.pid(), &slot.cancel, reach);
         // Whether per-step and per-yield events can be enabled at all, read
         // once per run: with no subscriber (or a quieter one) the loop pays
         // two branches on locals, not a level check per event.
@@ -197,7 +197,7 @@ impl<P: SchedProcess> Core<P> {
         // which the pool catches): those events belong to that process and
         // must not reach this one.
         if !batch.is_empty() && catch_unwind(AssertUnwindSafe(|| batch.clear())).is_err() {
-            trace::debug!(pid = %slot.pid, "an event's drop panicked");
+            trace::debug!(pid = %slot.pid(), "an event's drop panicked");
         }
         // First the completions made inline for an earlier run's step that
         // did not take them (`Continue`, an exhausted budget). Completions
@@ -239,7 +239,7 @@ impl<P: SchedProcess> Core<P> {
                 return;
             };
             let _span = Entered(ManuallyDrop::new(if traced {
-                trace::trace_span!("step", pid = %slot.pid, events = batch.len())
+                trace::trace_span!("step", pid = %slot.pid(), events = batch.len())
             } else {
                 None
             }));
@@ -253,7 +253,7 @@ impl<P: SchedProcess> Core<P> {
             // rest of the queue.
             if slot.state.load().is_complete() {
                 if catch_unwind(AssertUnwindSafe(|| batch.clear())).is_err() {
-                    trace::debug!(pid = %slot.pid, "an event's drop panicked");
+                    trace::debug!(pid = %slot.pid(), "an event's drop panicked");
                 }
                 break (Park::Terminated, false);
             }
@@ -300,7 +300,7 @@ impl<P: SchedProcess> Core<P> {
             };
             if traced {
                 trace::trace!(
-                    pid = %slot.pid,
+                    pid = %slot.pid(),
                     status = status.as_ref().map_or("none", status_name),
                     yields = body.out.yields().len(),
                     "step returned"
@@ -311,8 +311,8 @@ impl<P: SchedProcess> Core<P> {
                 Some(Status::Done(output)) => return self.end(&slot, Ok(output), worker),
                 Some(status) => status,
                 None => {
-                    trace::debug!(pid = %slot.pid, "step set no status");
-                    let e = Error::Failed(format!("process {}: step set no status", slot.pid));
+                    trace::debug!(pid = %slot.pid(), "step set no status");
+                    let e = Error::Failed(format!("process {}: step set no status", slot.pid()));
                     return self.end(&slot, Err(e), worker);
                 }
             };
@@ -367,7 +367,7 @@ impl<P: SchedProcess> Core<P> {
         if let (Park::Requeue, global) = park {
             bump(&line.requeued, owned);
             trace::debug!(
-                pid = %slot.pid,
+                pid = %slot.pid(),
                 to = if global || streak >= LOCAL_REQUEUES { "global" } else { "local" },
                 "process requeued"
             );
@@ -383,7 +383,7 @@ impl<P: SchedProcess> Core<P> {
                 // completed elsewhere), and nothing here touches the slot
                 // after them.
                 drop(spare);
-                let _parked = Arc::into_raw(slot);
+                let _parked = SlotArc::into_raw(slot);
             }
             (Park::Requeue, true) => ctx.inject(Task::new(slot)),
             // Woken while running: stay on this worker (cache-warm; this
@@ -415,7 +415,7 @@ impl<P: SchedProcess> Core<P> {
         &self,
         handlers: &Handlers<P>,
         reach: &Handle<P>,
-        slot: &Arc<Slot<P>>,
+        slot: &SlotArc<Slot<P>>,
         Upgrade {
             to, method, input, ..
         }: Upgrade<P>,
@@ -424,7 +424,7 @@ impl<P: SchedProcess> Core<P> {
         let body = unsafe { &mut *slot.body.get() };
         // The old step's status and yields are not used.
         if catch_unwind(AssertUnwindSafe(|| body.out.reset())).is_err() {
-            trace::debug!(pid = %slot.pid, "a command's drop panicked");
+            trace::debug!(pid = %slot.pid(), "a command's drop panicked");
         }
         if let Some(old) = body.process.take() {
             slot.close_process(old);
@@ -433,7 +433,7 @@ impl<P: SchedProcess> Core<P> {
             UpgradeTo::Process(new) => new,
             UpgradeTo::Factory(name) => {
                 let Some(factory) = handlers.factories.get(&*name) else {
-                    trace::debug!(pid = %slot.pid, factory = %name, "upgrade: no such factory");
+                    trace::debug!(pid = %slot.pid(), factory = %name, "upgrade: no such factory");
                     return Err(Error::Failed(format!("upgrade: no factory named `{name}`")));
                 };
                 match catch_unwind(AssertUnwindSafe(factory)) {
@@ -442,19 +442,19 @@ impl<P: SchedProcess> Core<P> {
                 }
             }
         };
-        let cx = Context::new(slot.pid, &slot.cancel, reach);
+        let cx = Context::new(slot.pid(), &slot.cancel, reach);
         if let Err(e) = init_caught(&mut new, &cx, &method, input) {
-            trace::debug!(pid = %slot.pid, method = %method, error = %e, "upgrade: init failed");
+            trace::debug!(pid = %slot.pid(), method = %method, error = %e, "upgrade: init failed");
             slot.close_process(new);
             return Err(e);
         }
-        trace::debug!(pid = %slot.pid, method = %method, "process upgraded");
+        trace::debug!(pid = %slot.pid(), method = %method, "process upgraded");
         body.process = Some(new);
         Ok(())
     }
 
     /// Ends a process we own (Running) with `result`.
-    fn end(&self, slot: &Arc<Slot<P>>, result: Result<P::Output, Error>, worker: usize) {
+    fn end(&self, slot: &SlotArc<Slot<P>>, result: Result<P::Output, Error>, worker: usize) {
         // Whatever `complete` answers, the body is still ours: Completed
         // (we won) or Terminated (a forcer saw Running and left `close` and
         // the result to us).
@@ -487,7 +487,7 @@ impl<P: SchedProcess> Core<P> {
     fn dispatch(
         &self,
         handlers: &Handlers<P>,
-        slot: &Arc<Slot<P>>,
+        slot: &SlotArc<Slot<P>>,
         out: &mut StepOutput<P::Command, P::Output>,
         batch: &mut Vec<Ev<P>>,
         spare: usize,
@@ -503,7 +503,7 @@ impl<P: SchedProcess> Core<P> {
             let completer = Completer::dispatched(slot, y.tag);
             if debugged {
                 trace::debug!(
-                    pid = %slot.pid,
+                    pid = %slot.pid(),
                     tag = y.tag,
                     command = y.command.name(),
                     "yield dispatched"
@@ -517,7 +517,7 @@ impl<P: SchedProcess> Core<P> {
                 }
                 None => {
                     trace::debug!(
-                        pid = %slot.pid,
+                        pid = %slot.pid(),
                         tag = y.tag,
                         command = y.command.name(),
                         "no handler for the command: completing the yield with an error"
@@ -571,7 +571,7 @@ fn wait<P: SchedProcess>(slot: &Slot<P>, waiting: Waiting, line: &Counters, owne
     // Read now: once parked, the process and the reference this run held
     // belong to whoever wakes or terminates it, and the slot may be freed
     // before we log.
-    let pid = slot.pid;
+    let pid = slot.pid();
     let park = match waiting {
         Waiting::Idle => slot.state.park_idle(),
         Waiting::Blocked => slot.state.finish_dispatch(),
@@ -625,13 +625,13 @@ fn trace_events<P: SchedProcess>(slot: &Slot<P>, batch: &[Ev<P>]) {
     for event in batch {
         match event.kind() {
             EventKind::Completion => trace::debug!(
-                pid = %slot.pid,
+                pid = %slot.pid(),
                 tag = event.tag(),
                 ok = event.error().is_none(),
                 "completion delivered"
             ),
-            EventKind::Message => trace::debug!(pid = %slot.pid, "message delivered"),
-            EventKind::Cancel => trace::debug!(pid = %slot.pid, "cancel delivered"),
+            EventKind::Message => trace::debug!(pid = %slot.pid(), "message delivered"),
+            EventKind::Cancel => trace::debug!(pid = %slot.pid(), "cancel delivered"),
         }
     }
 }

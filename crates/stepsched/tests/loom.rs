@@ -308,3 +308,72 @@ fn a_refused_send_means_the_result_stands() {
         assert_eq!(probe.closes.load(SeqCst), 1, "close must run exactly once");
     });
 }
+
+/// Yields `left` commands one step after another, then finishes with the
+/// sum of their completions.
+struct Chain {
+    left: u32,
+    sum: u64,
+}
+
+impl Process for Chain {
+    type Input = ();
+    type Message = u64;
+    type Response = u64;
+    type Command = String;
+    type Output = u64;
+
+    fn init(&mut self, _: &Context<'_, Self>, _: &str, (): ()) -> Result<(), Error> {
+        Ok(())
+    }
+
+    fn step(
+        &mut self,
+        _cx: &mut Context<'_, Self>,
+        events: Events<'_, u64>,
+        out: &mut StepOutput<String, u64>,
+    ) -> Result<(), Error> {
+        self.sum += events.filter_map(|e| e.into_data()).sum::<u64>();
+        if self.left == 0 {
+            out.set_status(Status::Done(self.sum));
+        } else {
+            self.left -= 1;
+            out.push_yield(u64::from(self.left), "now".to_string());
+            out.set_status(Status::Yield);
+        }
+        Ok(())
+    }
+}
+
+/// Handlers that complete at once, on the dispatching worker: each
+/// completer's reference to the slot is lent back to the run as a spare
+/// and taken by the next yield's completer, and the run releases what is
+/// left when it ends. The slot's `Arc` is loom's, so a reference released
+/// twice (a spare taken without being counted out) or never (a spare not
+/// released) fails the model, while a sender races the run and a second
+/// worker may take the process.
+#[test]
+fn inline_completions_lend_spare_references() {
+    let mut model = loom::model::Builder::new();
+    model.preemption_bound = Some(1);
+    model.check(|| {
+        stepsched::eager_event_queues(true);
+        let scheduler = Scheduler::<Chain>::builder()
+            .workers(1)
+            .handler("now", |_cmd: String, done: Completer<Chain>| {
+                done.complete(Ok(10));
+            })
+            .build()
+            .unwrap();
+        let pid = scheduler.allocate_pid();
+        let join = scheduler
+            .submit(pid, Chain { left: 3, sum: 0 }, "run", ())
+            .unwrap();
+        let handle = scheduler.handle();
+        let sender = thread::spawn(move || handle.send(pid, 1).is_ok());
+        let sent = sender.join().unwrap();
+        let sum = join.join().unwrap();
+        assert!(sum == 30 || (sent && sum == 31), "{sum}");
+        drop(scheduler);
+    });
+}
