@@ -79,7 +79,7 @@ mod reach;
 pub mod state;
 
 pub use cancel::CancelToken;
-pub use command::Command;
+pub use command::{Command, NoCommand};
 pub use error::{BoxError, Error};
 pub use event::{Event, EventKind, Events, Tag};
 pub use output::{INLINE_YIELDS, Status, StepOutput, Yield, Yields, YieldsDrain, YieldsIter};

@@ -270,6 +270,12 @@ impl<'a, P: Process> Context<'a, P> {
         self.pid
     }
 
+    /// The scheduler side of this context: what a scheduler's extension
+    /// of the context (the `stepsched` scheduler's `ContextExt`) builds on.
+    pub fn reach(&self) -> &'a dyn Reach<P> {
+        self.reach
+    }
+
     /// The process's cancellation token; clone it to keep it. The
     /// scheduler cancels it when the process is terminated or forced at
     /// shutdown.
@@ -326,10 +332,10 @@ impl<'a, P: Process> Context<'a, P> {
     /// set a status, and its status and yields are not used; the events it
     /// was handed are its own (what it did not consume is dropped). A
     /// second call in one step replaces the first.
-    pub fn upgrade(&mut self, process: P, method: impl Into<Cow<'static, str>>, input: P::Input) {
+    pub fn upgrade(&mut self, process: P, method: &str, input: P::Input) {
         self.upgrade = Some(Upgrade {
             to: UpgradeTo::Process(process),
-            method: method.into(),
+            method: Cow::Owned(method.to_owned()),
             input,
         });
     }
@@ -337,15 +343,10 @@ impl<'a, P: Process> Context<'a, P> {
     /// Like [`upgrade`](Self::upgrade), but the new process comes from the
     /// factory the scheduler registered under `factory`. If there is no
     /// such factory, or it fails, the process ends with that error.
-    pub fn upgrade_from(
-        &mut self,
-        factory: impl Into<Cow<'static, str>>,
-        method: impl Into<Cow<'static, str>>,
-        input: P::Input,
-    ) {
+    pub fn upgrade_from(&mut self, factory: &str, method: &str, input: P::Input) {
         self.upgrade = Some(Upgrade {
-            to: UpgradeTo::Factory(factory.into()),
-            method: method.into(),
+            to: UpgradeTo::Factory(Cow::Owned(factory.to_owned())),
+            method: Cow::Owned(method.to_owned()),
             input,
         });
     }
@@ -354,6 +355,132 @@ impl<'a, P: Process> Context<'a, P> {
     /// after each step.
     pub fn take_upgrade(&mut self) -> Option<Upgrade<P>> {
         self.upgrade.take()
+    }
+
+    /// Runs `f` with a context for `Q`, a process that this one wraps: an
+    /// enum of process kinds hands each `init` and `step` to the kind it
+    /// holds, whose own [`Process`] impl wants a `Context` of its own type.
+    ///
+    /// The inner context has this process's PID and cancellation token,
+    /// and its reach is this one's: `send` and `terminate` are the same
+    /// calls; `spawn` and [`upgrade`](Self::upgrade) take a `Q`, which
+    /// becomes a `P` (`P: From<Q>`). A spawn that the scheduler refuses
+    /// cannot hand the child back as a `Q`: the inner context's `spawn`
+    /// then answers [`SubmitError::Init`] with the refusal's message, and
+    /// the child is dropped. A scheduler's own extensions of the context
+    /// (which look for the scheduler through [`reach`](Self::reach)) find
+    /// nothing in the inner one.
+    ///
+    /// ```
+    /// use stepsched_process::{CancelToken, Context, Error, Events, Pid, Process, StepOutput, Status};
+    ///
+    /// struct Echo;
+    /// impl Process for Echo {
+    ///     type Input = ();
+    ///     type Message = u8;
+    ///     type Response = ();
+    ///     type Command = ();
+    ///     type Output = u8;
+    ///     fn init(&mut self, _: &Context<'_, Self>, _: &str, _: ()) -> Result<(), Error> { Ok(()) }
+    ///     fn step(&mut self, cx: &mut Context<'_, Self>, _: Events<'_, u8, ()>, out: &mut StepOutput<(), u8>) -> Result<(), Error> {
+    ///         out.set_status(Status::Done(cx.pid().number() as u8));
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// /// Every kind of process this program runs.
+    /// enum Kind {
+    ///     Echo(Echo),
+    /// }
+    /// impl From<Echo> for Kind {
+    ///     fn from(e: Echo) -> Self { Kind::Echo(e) }
+    /// }
+    /// impl Process for Kind {
+    ///     type Input = ();
+    ///     type Message = u8;
+    ///     type Response = ();
+    ///     type Command = ();
+    ///     type Output = u8;
+    ///     fn init(&mut self, cx: &Context<'_, Self>, method: &str, input: ()) -> Result<(), Error> {
+    ///         match self {
+    ///             Kind::Echo(e) => cx.inner(|cx| e.init(cx, method, input)),
+    ///         }
+    ///     }
+    ///     fn step(&mut self, cx: &mut Context<'_, Self>, events: Events<'_, u8, ()>, out: &mut StepOutput<(), u8>) -> Result<(), Error> {
+    ///         match self {
+    ///             Kind::Echo(e) => cx.inner_mut(|cx| e.step(cx, events, out)),
+    ///         }
+    ///     }
+    /// }
+    ///
+    /// let cancel = CancelToken::new();
+    /// let mut cx: Context<'_, Kind> = Context::detached(Pid::new(0, 7), &cancel);
+    /// let mut kind = Kind::Echo(Echo);
+    /// let mut out = StepOutput::default();
+    /// let mut no_events = Vec::new();
+    /// kind.step(&mut cx, no_events.drain(..), &mut out).unwrap();
+    /// assert_eq!(out.take_status(), Some(Status::Done(7)));
+    /// ```
+    pub fn inner<Q, R>(&self, f: impl FnOnce(&Context<'_, Q>) -> R) -> R
+    where
+        Q: Process<Message = P::Message, Input = P::Input>,
+        P: From<Q>,
+    {
+        let lift = Lift(self.reach);
+        let cx = Context::new(self.pid, self.cancel, &lift);
+        f(&cx)
+    }
+
+    /// Like [`inner`](Self::inner), for a step: an
+    /// [`upgrade`](Self::upgrade) the inner step asks for becomes this
+    /// process's (its `Q` a `P`).
+    pub fn inner_mut<Q, R>(&mut self, f: impl FnOnce(&mut Context<'_, Q>) -> R) -> R
+    where
+        Q: Process<Message = P::Message, Input = P::Input>,
+        P: From<Q>,
+    {
+        let lift = Lift(self.reach);
+        let mut cx = Context::new(self.pid, self.cancel, &lift);
+        let r = f(&mut cx);
+        if let Some(Upgrade { to, method, input }) = cx.take_upgrade() {
+            self.upgrade = Some(Upgrade {
+                to: match to {
+                    UpgradeTo::Process(q) => UpgradeTo::Process(P::from(q)),
+                    UpgradeTo::Factory(name) => UpgradeTo::Factory(name),
+                },
+                method,
+                input,
+            });
+        }
+        r
+    }
+}
+
+/// The reach of an inner process's context ([`Context::inner`]): the outer
+/// process's, with the inner process type turned into the outer one.
+struct Lift<'a, P: Process>(&'a dyn Reach<P>);
+
+impl<P, Q> Reach<Q> for Lift<'_, P>
+where
+    P: Process + From<Q>,
+    Q: Process<Message = P::Message, Input = P::Input>,
+{
+    fn send(&self, package: Package<Q::Message>) -> Result<(), SendError<Q::Message>> {
+        self.0.send(package)
+    }
+
+    fn spawn(&self, child: Q, method: &str, input: Q::Input) -> Result<Pid, SubmitError<Q>> {
+        self.0
+            .spawn(P::from(child), method, input)
+            .map_err(|refused| match refused {
+                SubmitError::Init(e) => SubmitError::Init(e),
+                // The child is a `P` now: it cannot be handed back.
+                other => SubmitError::Init(Error::failed(other.to_string())),
+            })
+    }
+
+    fn terminate(&self, pid: Pid) -> Result<(), TerminateError> {
+        self.0.terminate(pid)
     }
 }
 

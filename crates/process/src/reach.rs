@@ -349,6 +349,15 @@ pub trait Reach<P: Process> {
     ///
     /// When no process that has not completed has `pid`.
     fn terminate(&self, pid: Pid) -> Result<(), TerminateError>;
+
+    /// The scheduler behind this reach, for a scheduler's own extensions
+    /// of [`Context`](crate::Context) (the `stepsched` scheduler's
+    /// `ContextExt` reaches its `Handle` through it: addresses, spawns
+    /// that return one, shutdown). `None` (the default): no such
+    /// extension is offered.
+    fn as_any(&self) -> Option<&dyn core::any::Any> {
+        None
+    }
 }
 
 /// A [`Reach`] that refuses everything: sends answer
