@@ -43,6 +43,12 @@ pub struct WorkerStats {
     pub inbox_pops: u64,
     /// Times this worker blocked on its condition variable.
     pub parks: u64,
+    /// Times this worker was woken from a park by a producer or a
+    /// searcher (a thread wake-up: a futex wake and a context switch).
+    pub unparks: u64,
+    /// Wake-ups after which this worker found no item and parked again:
+    /// wake-ups spent for nothing (another worker took the work first).
+    pub empty_unparks: u64,
     /// Failed searches this worker answered by spinning or yielding its
     /// thread rather than parking.
     pub spins: u64,
@@ -68,6 +74,8 @@ impl WorkerStats {
         self.global_pops += other.global_pops;
         self.inbox_pops += other.inbox_pops;
         self.parks += other.parks;
+        self.unparks += other.unparks;
+        self.empty_unparks += other.empty_unparks;
         self.spins += other.spins;
         self.panics += other.panics;
         self
@@ -111,6 +119,8 @@ pub(crate) struct Counters {
     pub(crate) global_pops: Counter,
     pub(crate) inbox_pops: Counter,
     pub(crate) parks: Counter,
+    pub(crate) unparks: Counter,
+    pub(crate) empty_unparks: Counter,
     pub(crate) spins: Counter,
     pub(crate) panics: Counter,
 }
@@ -124,6 +134,8 @@ impl Counters {
             global_pops: self.global_pops.get(),
             inbox_pops: self.inbox_pops.get(),
             parks: self.parks.get(),
+            unparks: self.unparks.get(),
+            empty_unparks: self.empty_unparks.get(),
             spins: self.spins.get(),
             panics: self.panics.get(),
         }

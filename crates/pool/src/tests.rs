@@ -212,3 +212,40 @@ fn the_oldest_item_of_the_deque_runs_within_a_fairness_interval() {
     }
     panic!("the oldest item waited 1000 runs behind newer ones");
 }
+
+/// A submission to a pool whose workers all sleep wakes one of them: one
+/// unpark, counted by the worker woken, and one park before it (each
+/// worker parked once before the submission).
+#[test]
+fn a_wake_up_is_counted_by_the_worker_it_woke() {
+    use std::time::{Duration, Instant};
+
+    let (tx, rx) = std::sync::mpsc::channel();
+    let pool = crate::Pool::builder()
+        .workers(2)
+        .build(move |n: u32, _| tx.send(n).unwrap())
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(20);
+    // Both workers asleep (the hang guard only bounds a failure).
+    while pool.shared.sleep.sleeping() < 2 {
+        assert!(Instant::now() < until, "the workers never parked");
+        std::thread::yield_now();
+    }
+    let before = pool
+        .stats()
+        .iter()
+        .fold(Default::default(), |t: crate::WorkerStats, w| t.merged(w));
+    assert_eq!(before.unparks, 0, "nothing woke a worker yet");
+    assert!(before.parks >= 2);
+    pool.submit(7).unwrap();
+    assert_eq!(rx.recv_timeout(Duration::from_secs(20)), Ok(7));
+    let after = pool
+        .stats()
+        .iter()
+        .fold(Default::default(), |t: crate::WorkerStats, w| t.merged(w));
+    assert!(
+        after.unparks >= 1,
+        "the submission woke a worker: {after:?}"
+    );
+    assert!(after.empty_unparks <= after.unparks);
+}

@@ -451,6 +451,8 @@ pub(crate) struct Search {
     searching: bool,
     /// Failed searches in a row.
     failed: u32,
+    /// Woken from a park and no item run since (for `empty_unparks`).
+    woken: bool,
 }
 
 /// Clears `CURRENT` when the worker loop ends, also on unwind.
@@ -533,6 +535,7 @@ pub(crate) fn main_loop<T: Send + 'static>(ctx: WorkerContext<T>) {
                     }
                 }
                 search.failed = 0;
+                search.woken = false;
                 ctx.run(item);
             }
             Found::Retry => spin_loop(),
@@ -573,6 +576,7 @@ impl Search {
             next_streak: 0,
             searching: false,
             failed: 0,
+            woken: false,
         }
     }
 
@@ -581,6 +585,9 @@ impl Search {
     fn park<T: Send + 'static>(&mut self, ctx: &WorkerContext<T>) -> bool {
         let shared = &*ctx.shared;
         let counters = ctx.counters();
+        if std::mem::take(&mut self.woken) {
+            counters.empty_unparks.inc();
+        }
         trace::debug!(worker = ctx.index, "worker parking");
         let outcome = shared.sleep.park(
             ctx.index,
@@ -602,7 +609,13 @@ impl Search {
                 self.searching = false;
                 false
             }
-            Parked::Work | Parked::Woken => {
+            Parked::Woken => {
+                counters.unparks.inc();
+                self.woken = true;
+                self.searching = true;
+                true
+            }
+            Parked::Work => {
                 self.searching = true;
                 true
             }

@@ -133,7 +133,7 @@ impl fmt::Display for Stats {
     /// One line:
     ///
     /// ```text
-    /// live 3 (ready 0, running 1, blocked 2, idle 0); submitted 10, completed 6, failed 1, steps 40, messages 12; 2 workers: run 40, stolen 3, parks 5, global 10, inbox 2, panics 0
+    /// live 3 (ready 0, running 1, blocked 2, idle 0); submitted 10, completed 6, failed 1, steps 40, messages 12; 2 workers: run 40, stolen 3 in 9 attempts, parks 5, unparks 4 (1 empty), global 10, inbox 2, panics 0
     /// ```
     ///
     /// The worker figures are totals over the workers. With `{:#}`, one
@@ -174,7 +174,15 @@ impl fmt::Display for Stats {
 fn write_worker(f: &mut fmt::Formatter<'_>, w: &WorkerStats) -> fmt::Result {
     write!(
         f,
-        "run {}, stolen {}, parks {}, global {}, inbox {}, panics {}",
-        w.items_run, w.items_stolen, w.parks, w.global_pops, w.inbox_pops, w.panics
+        "run {}, stolen {} in {} attempts, parks {}, unparks {} ({} empty), global {}, inbox {}, panics {}",
+        w.items_run,
+        w.items_stolen,
+        w.steal_attempts,
+        w.parks,
+        w.unparks,
+        w.empty_unparks,
+        w.global_pops,
+        w.inbox_pops,
+        w.panics
     )
 }

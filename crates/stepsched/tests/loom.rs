@@ -20,16 +20,18 @@
 //! are the process's first events, through the loom-visible once-cell that
 //! normal builds replace with std's `OnceLock`.
 //!
-//! # What this model cannot see, and what covers it instead
+//! # What the models see, what they cannot, and what covers that
 //!
-//! * **std `Arc`.** Slots, the core and handlers are shared through std's
-//!   `Arc` (loom's cannot hold the `dyn` handlers), whose reference counts
-//!   loom does not model. No code of ours manages a slot's memory: it lives
-//!   exactly as long as its `Arc`s. What could go wrong is an access to a
-//!   slot *through* the wrong owner, which the points below cover; a
-//!   completer or join handle outliving its process is exercised by
-//!   `a_completer_used_after_its_process_ended_returns_false` and
-//!   `dropping_the_handle_leaves_the_process_running`.
+//! * **Reference counts.** A slot is held through `SlotArc`, which is
+//!   loom's `Arc` under loom: every reference a run, a parked process, a
+//!   waker, a forcer or a completer takes or releases is seen, and a
+//!   reference released twice ("Arc is already released", or a lookup of
+//!   one already gone) or never ("Arc leaked") fails the model. A read of
+//!   the slot after the transition that hands it to another thread (a
+//!   park) races with its release, which loom reports through a cell the
+//!   slot's drop writes (`Slot::pid`). The core and the handlers stay in
+//!   std's `Arc` (loom's cannot hold the `dyn` handlers); the core outlives
+//!   every run (see `Builder::build`).
 //! * **The process body.** It sits in a plain `UnsafeCell`, so loom cannot
 //!   flag two threads touching it. Its exclusivity comes from the state
 //!   cell, whose models in `stepsched-process` hold the body, the events and
