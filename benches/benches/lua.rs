@@ -121,7 +121,7 @@ fn yields(c: &mut Criterion) {
         })
     });
     g.finish();
-    s.shutdown(Duration::from_secs(5));
+    s.shutdown(Duration::from_secs(5)).unwrap();
 }
 
 criterion_group!(benches, yields);
@@ -151,7 +151,7 @@ fn memory() {
         "memory: {N} idle Lua processes: {bytes} bytes, {} bytes per process",
         bytes / N
     );
-    s.shutdown(Duration::from_secs(30));
+    s.shutdown(Duration::from_secs(30)).unwrap();
     drop(hs);
 }
 

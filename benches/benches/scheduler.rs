@@ -807,7 +807,7 @@ fn bytes_per_idle(message: bool) -> (f64, f64) {
         }
     });
     assert_eq!(s.stats().live, IDLE);
-    let report = s.shutdown(Duration::from_secs(10));
+    let report = s.shutdown(Duration::from_secs(10)).unwrap();
     assert_eq!(
         report.forced, 0,
         "every idle process ends on its cancel event"

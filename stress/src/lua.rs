@@ -102,7 +102,8 @@ pub(crate) fn run(opts: &Opts) -> Result<Outcome, String> {
             break;
         }
     }
-    s.shutdown(std::time::Duration::from_secs(10));
+    s.shutdown(std::time::Duration::from_secs(10))
+        .map_err(|e| e.to_string())?;
     let ended = ended.load(Ordering::Relaxed);
     if ended != submitted {
         return Err(format!("{submitted} processes submitted, {ended} ends"));

@@ -87,7 +87,9 @@ pub(crate) fn run(opts: &Opts) -> Result<Outcome, String> {
         crate::report::count(n as u64),
         crate::report::count(bytes.saturating_sub(handles) as u64)
     );
-    let report = scheduler.shutdown(Duration::from_secs(30));
+    let report = scheduler
+        .shutdown(Duration::from_secs(30))
+        .map_err(|e| e.to_string())?;
     for j in joins {
         if !matches!(j.join(), Err(Error::Cancelled)) {
             return Err("an idle process did not end Cancelled".into());

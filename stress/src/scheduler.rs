@@ -541,7 +541,7 @@ fn round(opts: &Opts, seed: u64, before: u64) -> Result<u64, String> {
     }
     let deadline = Duration::from_millis(if opts.quick { 200 } else { 500 });
     let t = Instant::now();
-    let report = scheduler.shutdown(deadline);
+    let report = scheduler.shutdown(deadline).map_err(|e| e.to_string())?;
     let shutdown_took = t.elapsed();
     for join in blocked {
         match join.join() {

@@ -87,7 +87,8 @@ fn run(a: &Args) -> Result<bool, String> {
     }
     let elapsed = start.elapsed();
     let stats = s.stats();
-    s.shutdown(Duration::from_secs(5));
+    s.shutdown(Duration::from_secs(5))
+        .expect("not on one of the scheduler's workers");
     println!(
         "processes: {} ({} failed), steps: {}, messages: {}, time: {:.3} ms",
         a.processes,

@@ -165,7 +165,7 @@ fn shutdown_cancels_processes_waiting_in_receive() {
             .unwrap()
         })
         .collect();
-    s.shutdown(Duration::from_secs(30));
+    s.shutdown(Duration::from_secs(30)).unwrap();
     for h in hs {
         let r = done(h);
         assert!(matches!(r, Err(ref e) if e.is_cancelled()), "{r:?}");
@@ -341,7 +341,7 @@ fn dropping_the_scheduler_with_a_sleep_pending_ends_the_process() {
     let h = s
         .submit(s.allocate_pid(), LuaProcess::new(src), "main", Value::Nil)
         .unwrap();
-    s.shutdown(Duration::from_secs(30));
+    s.shutdown(Duration::from_secs(30)).unwrap();
     assert!(done(h).is_err());
     drop(s);
 }

@@ -27,7 +27,7 @@ fn the_timer_thread_stops_at_shutdown_and_a_pending_sleep_is_cancelled() {
     while s.stats().blocked < 1 {
         std::thread::yield_now();
     }
-    let report = s.shutdown(Duration::from_secs(30));
+    let report = s.shutdown(Duration::from_secs(30)).unwrap();
     assert_eq!(report.cancelled, 1);
     let r = h.join_timeout(HANG).expect("the process ended at shutdown");
     assert!(matches!(r, Err(ref e) if e.is_cancelled()), "{r:?}");

@@ -15,7 +15,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use stepsched::{
     Builder, Handle, Package, Pid, Process, Receiver, SchedProcess, Scheduler, SendError,
-    ShutdownReport,
+    ShutdownError, ShutdownReport,
 };
 use tokio::sync::{Notify, mpsc};
 
@@ -466,8 +466,16 @@ impl<P: NodeProcess> Node<P> {
     }
 
     /// Leaves the cluster (at most 1 s), stops the NATS client, then shuts
-    /// the scheduler down with `deadline` (see [`Scheduler::shutdown`]).
-    pub fn shutdown(mut self, deadline: Duration) -> ShutdownReport {
+    /// the scheduler down with `deadline` and waits for it (see
+    /// [`Scheduler::shutdown`]).
+    ///
+    /// # Errors
+    ///
+    /// [`ShutdownError::OnWorker`] if called on one of the scheduler's own
+    /// workers, where the blocking shutdown would wait for itself: the
+    /// network is stopped, and the scheduler, dropped there, only starts
+    /// its shutdown (see [`Handle::begin_shutdown`]).
+    pub fn shutdown(mut self, deadline: Duration) -> Result<ShutdownReport, ShutdownError> {
         self.stop_network();
         let scheduler = self.scheduler.take().expect("present until drop");
         scheduler.shutdown(deadline)

@@ -14,9 +14,9 @@ pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
 /// returns it from `init` or `step`, and a scheduler hands it back inside a
 /// failed completion ([`Event::completion`](crate::Event::completion) with
 /// `Err`). The variants separate the causes a scheduler must report
-/// differently: the caller asked for an entry point that does not exist, the
-/// process (or a handler) failed, the process was cancelled or terminated, or
-/// it panicked.
+/// differently: the caller asked for an entry point (or an upgrade to a
+/// factory) that does not exist, the process (or a handler) failed, the
+/// process was cancelled or terminated, or it panicked.
 ///
 /// ```
 /// use stepsched_process::Error;
@@ -62,6 +62,17 @@ pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
 pub enum Error {
     /// `init` was called with a method name the process does not expose.
     UnknownMethod(String),
+    /// An upgrade named a process factory the scheduler does not have
+    /// ([`Context::upgrade_from`](crate::Context::upgrade_from)); the string
+    /// is the name asked for. The process ends with this error.
+    ///
+    /// ```
+    /// use stepsched_process::Error;
+    ///
+    /// let e = Error::UnknownFactory("worker-v3".into());
+    /// assert_eq!(e.to_string(), "no process factory named `worker-v3`");
+    /// ```
+    UnknownFactory(String),
     /// The process, or a handler running one of its commands, failed; the
     /// message says why.
     Failed(String),
@@ -185,6 +196,7 @@ impl PartialEq for Error {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
             (Self::UnknownMethod(a), Self::UnknownMethod(b))
+            | (Self::UnknownFactory(a), Self::UnknownFactory(b))
             | (Self::Failed(a), Self::Failed(b))
             | (Self::Panicked(a), Self::Panicked(b)) => a == b,
             (Self::Cancelled, Self::Cancelled) | (Self::Terminated, Self::Terminated) => true,
@@ -197,6 +209,7 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::UnknownMethod(method) => write!(f, "unknown method `{method}`"),
+            Self::UnknownFactory(name) => write!(f, "no process factory named `{name}`"),
             Self::Failed(message) => write!(f, "process failed: {message}"),
             Self::Source(source) => fmt::Display::fmt(source, f),
             Self::Cancelled => f.write_str("process cancelled"),
@@ -230,6 +243,10 @@ mod tests {
         assert_eq!(
             Error::UnknownMethod("m".into()).to_string(),
             "unknown method `m`"
+        );
+        assert_eq!(
+            Error::UnknownFactory("v2".into()).to_string(),
+            "no process factory named `v2`"
         );
     }
 
@@ -270,6 +287,18 @@ mod tests {
             Error::UnknownMethod("m".into())
         );
         assert_ne!(Error::UnknownMethod("m".into()), Error::failed("m"));
+        assert_eq!(
+            Error::UnknownFactory("f".into()),
+            Error::UnknownFactory("f".into())
+        );
+        assert_ne!(
+            Error::UnknownFactory("f".into()),
+            Error::UnknownFactory("g".into())
+        );
+        assert_ne!(
+            Error::UnknownFactory("f".into()),
+            Error::UnknownMethod("f".into())
+        );
         // Zero-sized sources share an address: still not equal.
         #[derive(Debug)]
         struct Zst;

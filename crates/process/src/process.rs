@@ -302,7 +302,13 @@ impl<'a, P: Process> Context<'a, P> {
 
     /// Starts `child` under a fresh PID, running entry point `method` with
     /// `input`, and returns its PID. The child's `init` runs now, on this
-    /// thread; its steps run later, on any worker.
+    /// thread; its steps run later, on any worker. On the `stepsched`
+    /// scheduler, a child spawned on a worker (from a step, or from an
+    /// `init` or handler running there) is queued on that worker's own
+    /// deque, to run after the current run (newest first) unless an idle
+    /// worker steals it first; one spawned from an `init` running on a host
+    /// thread goes to the global queue. (`stepsched`'s `ContextExt` offers
+    /// a spawn that returns the child's address.)
     ///
     /// # Errors
     ///
@@ -342,7 +348,8 @@ impl<'a, P: Process> Context<'a, P> {
 
     /// Like [`upgrade`](Self::upgrade), but the new process comes from the
     /// factory the scheduler registered under `factory`. If there is no
-    /// such factory, or it fails, the process ends with that error.
+    /// such factory, the process ends with [`Error::UnknownFactory`]
+    /// naming it; if the factory fails, with its error.
     pub fn upgrade_from(&mut self, factory: &str, method: &str, input: P::Input) {
         self.upgrade = Some(Upgrade {
             to: UpgradeTo::Factory(Cow::Owned(factory.to_owned())),

@@ -963,7 +963,7 @@ where
                 UpgradeTo::Process(new) => Ok(new),
                 UpgradeTo::Factory(name) => match self.factories.get(&*name) {
                     Some(factory) => caught(factory),
-                    None => Err(Error::Failed(format!("upgrade: no factory named `{name}`"))),
+                    None => Err(Error::UnknownFactory(name.into_owned())),
                 },
             };
             let mut new = match made {

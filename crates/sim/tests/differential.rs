@@ -275,7 +275,7 @@ fn scheduled_shutdown() -> (Vec<Result<u64, Error>>, (usize, usize)) {
         .collect();
     // Every listener stops on its cancel event: the shutdown returns as
     // soon as they have, long before the deadline.
-    let report = scheduler.shutdown(Duration::from_secs(60));
+    let report = scheduler.shutdown(Duration::from_secs(60)).unwrap();
     let results = joins.into_iter().map(|j| j.join()).collect();
     (results, (report.cancelled, report.forced))
 }

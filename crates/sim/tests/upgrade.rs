@@ -67,7 +67,7 @@ fn a_missing_failing_or_panicking_factory_ends_the_process_with_its_error() {
         .factory("panicking", || panic!("factory exploded"))
         .build();
     let cases = [
-        ("nope", Error::failed("upgrade: no factory named `nope`")),
+        ("nope", Error::UnknownFactory("nope".into())),
         ("failing", Error::failed("no v2 today")),
         ("panicking", Error::Panicked("factory exploded".into())),
     ];

@@ -100,6 +100,8 @@ fn main() {
     let pong_hits = pong_join.join().expect("pong");
     println!("ping hit {ping_hits} times, pong {pong_hits} times");
     assert_eq!(ping_hits + pong_hits, RALLY);
-    let report = scheduler.shutdown(std::time::Duration::from_secs(1));
+    let report = scheduler
+        .shutdown(std::time::Duration::from_secs(1))
+        .expect("not on one of the scheduler's workers");
     println!("{report:?}");
 }

@@ -100,7 +100,9 @@ fn main() {
 
     let deadline = Duration::from_millis(200);
     let started = Instant::now();
-    let report = scheduler.shutdown(deadline);
+    let report = scheduler
+        .shutdown(deadline)
+        .expect("not on one of the scheduler's workers");
     println!(
         "shutdown took {:?} (deadline {deadline:?})",
         started.elapsed()

@@ -274,9 +274,11 @@ fn main() {
     assert_eq!(results[2], Err("process terminated".to_string()), "B");
     assert_eq!(
         results[3],
-        Err("process failed: upgrade: no factory named `worker-v3`".to_string()),
+        Err("no process factory named `worker-v3`".to_string()),
         "C"
     );
-    let report = scheduler.shutdown(std::time::Duration::from_secs(1));
+    let report = scheduler
+        .shutdown(std::time::Duration::from_secs(1))
+        .expect("not on one of the scheduler's workers");
     assert_eq!(report.forced, 0);
 }

@@ -55,13 +55,27 @@ use crate::slot::Slot;
 /// assert_eq!(join.join(), Ok(6));
 /// assert!(matches!(to.send(4), Err(SendError::Closed(_))));
 /// ```
+///
+/// # The sender
+///
+/// An address may carry the PID of the process that sends through it, its
+/// *sender*: [`send`](Address::send) stamps every message with it, so the
+/// receiving step can reply ([`Event::sender`](stepsched_process::Event::sender)).
+/// Addresses a step gets through its context
+/// ([`ContextExt::address`](crate::ContextExt::address),
+/// [`ContextExt::spawn_address`](crate::ContextExt::spawn_address)) and
+/// those of a group ([`Members::address`](crate::Members::address)) carry
+/// their process's PID; those from a [`Handle`](crate::Handle) or a
+/// [`JoinHandle`](crate::JoinHandle) carry none, as a send from outside the
+/// scheduler has none. [`with_sender`](Address::with_sender) sets it.
 pub struct Address<P: SchedProcess> {
     slot: SlotArc<Slot<P>>,
+    from: Option<Pid>,
 }
 
 impl<P: SchedProcess> Address<P> {
     pub(crate) fn new(slot: SlotArc<Slot<P>>) -> Self {
-        Address { slot }
+        Address { slot, from: None }
     }
 
     /// The PID of the process this address names.
@@ -69,20 +83,57 @@ impl<P: SchedProcess> Address<P> {
         self.slot.pid
     }
 
-    /// Sends `message` to the process: pushes a message event (with no
-    /// sender) and wakes the process if it is Idle or Blocked.
+    /// The sender this address stamps on the messages it sends, if any.
+    pub fn sender(&self) -> Option<Pid> {
+        self.from
+    }
+
+    /// This address with `from` as the sender of every message
+    /// [`send`](Address::send) sends through it.
+    ///
+    /// ```
+    /// # use stepsched::{Context, Error, Events, Process, Status, StepOutput};
+    /// # struct Nop;
+    /// # impl Process for Nop {
+    /// #     type Input = (); type Message = u32; type Response = u32; type Command = String; type Output = ();
+    /// #     fn init(&mut self, _: &Context<'_, Self>, _: &str, _: ()) -> Result<(), Error> { Ok(()) }
+    /// #     fn step(&mut self, _cx: &mut Context<'_, Self>, _: Events<'_, u32>, out: &mut StepOutput<String, ()>) -> Result<(), Error> {
+    /// #         out.set_status(Status::Idle);
+    /// #         Ok(())
+    /// #     }
+    /// # }
+    /// use stepsched::{Pid, Scheduler};
+    ///
+    /// let scheduler = Scheduler::<Nop>::builder().workers(1).build().unwrap();
+    /// let join = scheduler.submit(scheduler.allocate_pid(), Nop, "run", ()).unwrap();
+    /// let me = Pid::new(0, 99);
+    /// let to = join.address().with_sender(me);
+    /// assert_eq!(to.sender(), Some(me));
+    /// ```
+    #[must_use]
+    pub fn with_sender(self, from: Pid) -> Self {
+        Address {
+            from: Some(from),
+            ..self
+        }
+    }
+
+    /// Sends `message` to the process, with this address's
+    /// [`sender`](Address::sender) (if it has one): pushes a message event
+    /// and wakes the process if it is Idle or Blocked.
     ///
     /// # Errors
     ///
     /// [`SendError::Closed`], with the message in a package to
-    /// [`pid`](Address::pid) (no sender, empty topic), once the process
-    /// has completed.
+    /// [`pid`](Address::pid) (this address's sender, empty topic), once
+    /// the process has completed.
     pub fn send(&self, message: P::Message) -> Result<(), SendError<P::Message>> {
-        self.deliver(None, message)
+        self.deliver(self.from, message)
     }
 
     /// Like [`send`](Address::send), with `from` as the message's sender
-    /// (what [`Event::sender`](stepsched_process::Event::sender) returns to the receiving step).
+    /// (what [`Event::sender`](stepsched_process::Event::sender) returns to
+    /// the receiving step) whatever this address's own.
     ///
     /// # Errors
     ///
@@ -110,13 +161,14 @@ impl<P: SchedProcess> Clone for Address<P> {
     fn clone(&self) -> Self {
         Address {
             slot: self.slot.clone(),
+            from: self.from,
         }
     }
 }
 
 impl<P: SchedProcess> PartialEq for Address<P> {
     /// Two addresses are equal when they name the same process (not merely
-    /// the same PID).
+    /// the same PID), whatever their senders.
     fn eq(&self, other: &Self) -> bool {
         SlotArc::ptr_eq(&self.slot, &other.slot)
     }
@@ -128,6 +180,7 @@ impl<P: SchedProcess> fmt::Debug for Address<P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Address")
             .field("pid", &self.slot.pid)
+            .field("sender", &self.from)
             .field("closed", &self.is_closed())
             .finish()
     }

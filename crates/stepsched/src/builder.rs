@@ -270,9 +270,11 @@ impl<P: SchedProcess> Builder<P> {
     /// A hook run once, when the scheduler has shut down: every process
     /// has ended and its result is published, and the workers have been
     /// asked to stop (and joined, unless one is stuck in a step). It runs
-    /// on the thread that ran the shutdown ([`Scheduler::shutdown`],
-    /// [`Handle::shutdown`](crate::Handle::shutdown), or the scheduler's
-    /// drop), outside every lock. Hooks run in the order they were added.
+    /// on the thread that ran the shutdown ([`Scheduler::shutdown`]'s
+    /// caller, the thread of
+    /// [`Handle::begin_shutdown`](crate::Handle::begin_shutdown), or the
+    /// scheduler's drop), outside every lock. Hooks run in the order they
+    /// were added.
     ///
     /// What handlers hold beyond the processes — a timer thread, a
     /// connection pool — is released here rather than when the last
@@ -298,7 +300,7 @@ impl<P: SchedProcess> Builder<P> {
     ///     .on_shutdown(move || stopped.send("released").unwrap())
     ///     .build()
     ///     .unwrap();
-    /// s.shutdown(Duration::from_secs(1));
+    /// s.shutdown(Duration::from_secs(1)).unwrap();
     /// assert_eq!(rx.try_recv(), Ok("released"));
     /// ```
     pub fn on_shutdown(mut self, hook: impl FnOnce() + Send + 'static) -> Self {

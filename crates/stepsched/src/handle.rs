@@ -13,8 +13,8 @@ use stepsched_relay::Receiver;
 use crate::SchedProcess;
 use crate::address::Address;
 use crate::join::JoinHandle;
-use crate::primitive::sync::Arc;
 use crate::primitive::sync::atomic::{Ordering, fence};
+use crate::primitive::sync::{Arc, SlotArc};
 use crate::scheduler::Shutdown;
 use crate::slot::{Core, FORCED_CANCELLED, FORCED_TERMINATED, Slot, Task, init_caught};
 use crate::trace;
@@ -22,7 +22,7 @@ use crate::trace;
 /// A cloneable handle to a scheduler, for use anywhere — in handlers, in
 /// processes' hooks, on other threads, in async code. It does not keep the
 /// workers running: the [`Scheduler`](crate::Scheduler) owns them. It can
-/// shut them down ([`shutdown`](Handle::shutdown)).
+/// shut them down ([`begin_shutdown`](Handle::begin_shutdown)).
 pub struct Handle<P: stepsched_process::Process + 'static> {
     pub(crate) core: Arc<Core<P>>,
 }
@@ -83,7 +83,13 @@ impl<P: SchedProcess> Handle<P> {
     }
 
     /// Submits a process: calls `init(ctx, method, input)` on this thread,
-    /// registers `pid`, and queues the process on the global queue.
+    /// registers `pid`, and queues the process. Where depends on the
+    /// calling thread: called on one of this scheduler's workers (from a
+    /// step, [`Context::spawn`] included, or a handler running there), on
+    /// that worker's own deque, which it runs newest first once its current
+    /// run returns and from which an idle worker may steal (the push wakes
+    /// a sleeping worker if none is searching); called on any other thread,
+    /// on the global queue, which the workers take from in FIFO order.
     ///
     /// # Errors
     ///
@@ -129,9 +135,17 @@ impl<P: SchedProcess> Handle<P> {
             core.release_reservation();
             return Err(SubmitError::DuplicatePid(pid, process));
         }
+        trace::debug!(pid = %pid, method, "process submitted");
+        Ok(self.start(slot))
+    }
+
+    /// Starts a registered, initialized process that holds a reservation
+    /// (see `submit`): the start hook, then its first run queue.
+    pub(crate) fn start(&self, slot: SlotArc<Slot<P>>) -> JoinHandle<P> {
+        let core = &self.core;
+        let pid = slot.pid;
         // Relaxed: a statistics counter.
         core.submitted.fetch_add(1, Ordering::Relaxed);
-        trace::debug!(pid = %pid, method, "process submitted");
         if let Some(hook) = &core.on_start
             && catch_unwind(AssertUnwindSafe(|| hook(pid))).is_err()
         {
@@ -149,7 +163,7 @@ impl<P: SchedProcess> Handle<P> {
             // The forcing sweep may have missed us, and the workers may be
             // stopping: end the process here.
             slot.force(FORCED_CANCELLED);
-            return Ok(handle);
+            return handle;
         }
         let stopping = core.stopping.load(Ordering::SeqCst);
         if core.pool().submit(Task::new(slot.clone())).is_err() {
@@ -158,7 +172,7 @@ impl<P: SchedProcess> Handle<P> {
         } else if stopping {
             slot.send_cancel();
         }
-        Ok(handle)
+        handle
     }
 
     /// Sends `message` to process `pid`: pushes a message event and wakes
@@ -391,10 +405,12 @@ impl<P: SchedProcess> Handle<P> {
 
     /// Starts shutting the scheduler down, from any thread — a handler or
     /// a step running on one of its workers included — and returns at
-    /// once. The shutdown is the one [`Scheduler::shutdown`] does (refuse
-    /// submits, cancel every live process, force the rest at `deadline`,
-    /// stop the workers), run on a thread of its own so that it can join
-    /// the worker that asked for it.
+    /// once. The shutdown is the one the blocking [`Scheduler::shutdown`]
+    /// does (refuse submits, cancel every live process, force the rest at
+    /// `deadline`, stop the workers), run on a thread of its own so that it
+    /// can join the worker that asked for it. [`Scheduler::shutdown`]
+    /// refuses to run on a worker ([`ShutdownError::OnWorker`]); this is
+    /// the one to call there.
     ///
     /// The returned [`Shutdown`] is a `Future` of the [`ShutdownReport`]
     /// (for async code: awaiting it blocks no executor thread) and can
@@ -425,7 +441,7 @@ impl<P: SchedProcess> Handle<P> {
     /// let scheduler = Scheduler::<Waits>::builder().workers(1).build().unwrap();
     /// let join = scheduler.submit(scheduler.allocate_pid(), Waits, "run", ()).unwrap();
     /// let handle = scheduler.handle();
-    /// let report = std::thread::spawn(move || handle.shutdown(Duration::from_secs(5)).wait())
+    /// let report = std::thread::spawn(move || handle.begin_shutdown(Duration::from_secs(5)).wait())
     ///     .join()
     ///     .unwrap();
     /// assert_eq!(report.cancelled, 1);
@@ -435,7 +451,8 @@ impl<P: SchedProcess> Handle<P> {
     ///
     /// [`Scheduler::shutdown`]: crate::Scheduler::shutdown
     /// [`ShutdownReport`]: crate::ShutdownReport
-    pub fn shutdown(&self, deadline: Duration) -> Shutdown {
+    /// [`ShutdownError::OnWorker`]: crate::ShutdownError::OnWorker
+    pub fn begin_shutdown(&self, deadline: Duration) -> Shutdown {
         crate::scheduler::start_shutdown(&self.core, &self.core.shared, deadline)
     }
 }
@@ -462,5 +479,11 @@ impl<P: SchedProcess> Reach<P> for Handle<P> {
 
     fn terminate(&self, pid: Pid) -> Result<(), TerminateError> {
         Handle::terminate(self, pid)
+    }
+
+    /// This handle: [`ContextExt`](crate::ContextExt) reaches it through
+    /// the context.
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
     }
 }

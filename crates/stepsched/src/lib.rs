@@ -104,9 +104,10 @@
 //!   of the global queue.
 //! * [`Scheduler::shutdown`] never waits much past its deadline, and a
 //!   submit racing it either fails with [`SubmitError::Stopping`] or its
-//!   process completes.
-//! * [`Handle::shutdown`] may be called from any thread — a handler or a
-//!   step on one of the workers included — and returns at once; its
+//!   process completes. Called on one of the scheduler's own workers it
+//!   refuses at once ([`ShutdownError::OnWorker`]) instead of blocking.
+//! * [`Handle::begin_shutdown`] may be called from any thread — a handler
+//!   or a step on one of the workers included — and returns at once; its
 //!   [`Shutdown`] is a `Future` of the report.
 //! * A failed [`Handle::send`] or [`Handle::terminate`] to a PID from
 //!   [`Handle::allocate_pid`] whose process has finished always answers
@@ -138,6 +139,8 @@ pub struct GuideDoctests;
 
 mod address;
 mod builder;
+mod context;
+mod group;
 mod handle;
 mod handler;
 mod inbox;
@@ -165,17 +168,19 @@ pub use primitive::once::eager_event_queues;
 
 pub use address::Address;
 pub use builder::Builder;
+pub use context::ContextExt;
+pub use group::Members;
 pub use handle::Handle;
 pub use handler::{Completer, Handler, Variant};
 pub use join::JoinHandle;
 pub use scheduler::{Scheduler, Shutdown};
-pub use shutdown::ShutdownReport;
+pub use shutdown::{ShutdownError, ShutdownReport};
 pub use stats::Stats;
 pub use stepsched_pool::WorkerStats;
 pub use stepsched_process::Command;
 pub use stepsched_process::{
-    CancelToken, Context, Error, Event, EventKind, Events, Package, Pid, Process, SendError,
-    Status, StepOutput, SubmitError, Tag, TerminateError, Yield,
+    CancelToken, Context, Error, Event, EventKind, Events, NoCommand, Package, Pid, Process,
+    SendError, Status, StepOutput, SubmitError, Tag, TerminateError, Yield,
 };
 pub use stepsched_relay::Receiver;
 

@@ -1,5 +1,5 @@
 //! [`Scheduler`]: owns the workers; shutdown, blocking ([`Scheduler::shutdown`])
-//! or started from any thread ([`Shutdown`]).
+//! or started from any thread ([`Handle::begin_shutdown`], a [`Shutdown`]).
 
 use std::fmt;
 use std::future::Future;
@@ -12,7 +12,7 @@ use crate::SchedProcess;
 use crate::handle::Handle;
 use crate::primitive::sync::Arc;
 use crate::primitive::sync::atomic::{Ordering, fence};
-use crate::shutdown::{Phase, Shared, ShutdownReport, nothing_more};
+use crate::shutdown::{Phase, Shared, ShutdownError, ShutdownReport, nothing_more};
 use crate::slot::{Core, FORCED_CANCELLED};
 use crate::trace;
 
@@ -21,8 +21,13 @@ use crate::trace;
 /// gives a cloneable one.
 ///
 /// Dropping the scheduler shuts it down with a deadline of one second, or,
-/// if a shutdown already began (say [`Handle::shutdown`] from a handler),
-/// waits for that one to finish.
+/// if a shutdown already began (say [`Handle::begin_shutdown`] from a
+/// handler), waits for that one to finish. Dropped on one of its own
+/// workers (the last `Arc<Scheduler>` released by a step), it neither runs
+/// nor waits for a shutdown there: it starts one as
+/// [`Handle::begin_shutdown`] does (or leaves the one under way) and
+/// returns, since the worker cannot wait for a shutdown that has to join
+/// it.
 pub struct Scheduler<P: SchedProcess> {
     handle: Handle<P>,
 }
@@ -46,10 +51,10 @@ impl<P: SchedProcess> Scheduler<P> {
         self.handle.clone()
     }
 
-    /// Shuts down, on this thread: refuses new submits, sends a cancel
-    /// event to every live process, waits until all complete or `deadline`
-    /// passes, then force-closes the rest (result [`Error::Cancelled`]) and
-    /// stops the workers.
+    /// Shuts down and waits for it, on this thread: refuses new submits,
+    /// sends a cancel event to every live process, waits until all complete
+    /// or `deadline` passes, then force-closes the rest (result
+    /// [`Error::Cancelled`]) and stops the workers.
     ///
     /// Never waits much past the deadline, even for a process that ignores
     /// cancel or a step that never returns. When it returns, every process
@@ -59,23 +64,59 @@ impl<P: SchedProcess> Scheduler<P> {
     /// closed if and when its step returns.
     ///
     /// Idempotent: a later call, or one racing the first (from here or
-    /// from [`Handle::shutdown`]), waits for the first to finish and
+    /// from [`Handle::begin_shutdown`]), waits for the first to finish and
     /// reports nothing more. To shut down without blocking — from a
-    /// handler, a step, or async code — use [`Handle::shutdown`].
+    /// handler, a step, or async code — use [`Handle::begin_shutdown`],
+    /// which starts the same shutdown on a thread of its own and returns a
+    /// [`Shutdown`] future at once.
+    ///
+    /// # Errors
+    ///
+    /// [`ShutdownError::OnWorker`] if called on one of this scheduler's own
+    /// worker threads (a step or a handler holding the scheduler): that
+    /// worker would wait for a shutdown that has to join it. The call
+    /// returns at once and starts nothing; the scheduler runs on.
+    ///
+    /// ```
+    /// # use stepsched::{Context, Error, Events, Process, Status, StepOutput};
+    /// # struct Waits;
+    /// # impl Process for Waits {
+    /// #     type Input = (); type Message = (); type Response = (); type Command = String; type Output = ();
+    /// #     fn init(&mut self, _: &Context<'_, Self>, _: &str, _: ()) -> Result<(), Error> { Ok(()) }
+    /// #     fn step(&mut self, _cx: &mut Context<'_, Self>, events: Events<'_, ()>, out: &mut StepOutput<String, ()>) -> Result<(), Error> {
+    /// #         if events.into_iter().any(|e| e.is_cancel()) { return Err(Error::Cancelled); }
+    /// #         out.set_status(Status::Idle);
+    /// #         Ok(())
+    /// #     }
+    /// # }
+    /// use std::time::Duration;
+    /// use stepsched::Scheduler;
+    ///
+    /// let scheduler = Scheduler::<Waits>::builder().workers(1).build().unwrap();
+    /// let join = scheduler.submit(scheduler.allocate_pid(), Waits, "run", ()).unwrap();
+    /// let report = scheduler.shutdown(Duration::from_secs(5)).expect("not on a worker");
+    /// assert_eq!((report.cancelled, report.forced), (1, 0));
+    /// assert_eq!(join.join(), Err(Error::Cancelled));
+    /// ```
     ///
     /// [`Error::Cancelled`]: crate::Error::Cancelled
-    pub fn shutdown(&self, deadline: Duration) -> ShutdownReport {
-        let shared = &self.handle.core.shared;
-        if !shared.shutdown.claim() {
-            return Shutdown::later(shared.clone()).wait();
+    pub fn shutdown(&self, deadline: Duration) -> Result<ShutdownReport, ShutdownError> {
+        let core = &self.handle.core;
+        if core.pool().current_worker().is_some() {
+            trace::debug!("blocking shutdown refused on a worker");
+            return Err(ShutdownError::OnWorker);
         }
-        let report = shut_down_once(&self.handle.core, deadline);
+        let shared = &core.shared;
+        if !shared.shutdown.claim() {
+            return Ok(Shutdown::later(shared.clone()).wait());
+        }
+        let report = shut_down_once(core, deadline);
         shared.shutdown.finish(report);
-        report
+        Ok(report)
     }
 }
 
-/// A shutdown in progress, from [`Handle::shutdown`]: a `Future` of its
+/// A shutdown in progress, from [`Handle::begin_shutdown`]: a `Future` of its
 /// [`ShutdownReport`], or [`wait`](Shutdown::wait) for it. Dropping it
 /// does not stop the shutdown.
 ///
@@ -98,7 +139,7 @@ impl<P: SchedProcess> Scheduler<P> {
 /// use stepsched::Scheduler;
 ///
 /// let scheduler = Scheduler::<Noop>::builder().workers(1).build().unwrap();
-/// let shutdown = scheduler.handle().shutdown(Duration::from_millis(10));
+/// let shutdown = scheduler.begin_shutdown(Duration::from_millis(10));
 /// // In async code: `let report = shutdown.await;`
 /// let report = shutdown.wait();
 /// assert!(report.workers_joined);
@@ -174,8 +215,8 @@ impl fmt::Debug for Shutdown {
     }
 }
 
-/// [`Handle::shutdown`]: the first call runs the shutdown on a thread of
-/// its own (it may have been asked for on a worker, which it must join).
+/// [`Handle::begin_shutdown`]: the first call runs the shutdown on a thread
+/// of its own (it may have been asked for on a worker, which it must join).
 pub(crate) fn start_shutdown<P: SchedProcess>(
     core: &Arc<Core<P>>,
     shared: &Arc<Shared>,
@@ -338,7 +379,13 @@ fn stop_pool<P: SchedProcess>(core: &Arc<Core<P>>, _until: Instant) -> bool {
 
 impl<P: SchedProcess> Drop for Scheduler<P> {
     fn drop(&mut self) {
-        self.shutdown(Duration::from_secs(1));
+        const DEADLINE: Duration = Duration::from_secs(1);
+        if let Err(ShutdownError::OnWorker) = self.shutdown(DEADLINE) {
+            // On one of our workers: start the shutdown (or find the one
+            // under way) on its own thread, which joins this worker once
+            // the current run returns; waiting here would hold that run.
+            drop(self.handle.begin_shutdown(DEADLINE));
+        }
     }
 }
 
@@ -387,7 +434,7 @@ mod tests {
             out: &mut StepOutput<&'static str, ()>,
         ) -> Result<(), Error> {
             FAIL_SPAWNS.with(|fail| fail.set(true));
-            drop(self.0.shutdown(Duration::from_millis(20)));
+            drop(self.0.begin_shutdown(Duration::from_millis(20)));
             FAIL_SPAWNS.with(|fail| fail.set(false));
             self.1.send(()).unwrap();
             out.set_status(Status::Done(()));
@@ -412,7 +459,7 @@ mod tests {
             .unwrap();
         // The step's shutdown is the first, and has run (on the worker).
         shut_down.recv().unwrap();
-        let report = scheduler.handle().shutdown(Duration::from_secs(5)).wait();
+        let report = scheduler.begin_shutdown(Duration::from_secs(5)).wait();
         assert!(
             !report.workers_joined,
             "the shutdown ran on a worker, which cannot join the workers"

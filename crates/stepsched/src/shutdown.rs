@@ -1,8 +1,9 @@
 //! The state every handle of one scheduler shares besides the core — the
-//! PIDs handed out and the shutdown's progress — and the shutdown's report.
-//! It names no process type, so a [`Shutdown`](crate::Shutdown) future
-//! need not either.
+//! PIDs handed out and the shutdown's progress — and the shutdown's report
+//! and error. It names no process type, so a
+//! [`Shutdown`](crate::Shutdown) future need not either.
 
+use std::fmt;
 use std::task::Waker;
 
 use crate::primitive::sync::atomic::AtomicU64;
@@ -22,6 +23,39 @@ pub struct ShutdownReport {
     /// step never returned: that worker is left behind, detached).
     pub workers_joined: bool,
 }
+
+/// Why [`Scheduler::shutdown`](crate::Scheduler::shutdown) refused to
+/// shut down.
+///
+/// ```
+/// use stepsched::ShutdownError;
+///
+/// let e = ShutdownError::OnWorker;
+/// assert!(e.to_string().contains("begin_shutdown"));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ShutdownError {
+    /// Called on one of the scheduler's own worker threads (from a step or
+    /// a handler running there). The blocking shutdown would wait for that
+    /// worker, which cannot return until the call does: nothing was
+    /// started. Use [`Handle::begin_shutdown`](crate::Handle::begin_shutdown)
+    /// there.
+    OnWorker,
+}
+
+impl fmt::Display for ShutdownError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::OnWorker => f.write_str(
+                "a blocking shutdown cannot run on one of the scheduler's own workers \
+                 (use `Handle::begin_shutdown`)",
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ShutdownError {}
 
 /// What every handle of one scheduler shares besides the core.
 pub(crate) struct Shared {

@@ -534,13 +534,30 @@ impl<P: Process + 'static> Slot<P> {
         process: P,
         cancel: CancelToken,
     ) -> SlotArc<Self> {
+        Self::with_process(pid, core, Some(process), cancel)
+    }
+
+    /// A slot with no process yet, Ready, not routed, never queued: a
+    /// member of a group whose processes are made once every member has
+    /// an address (see `group`). Its maker owns its body and either puts
+    /// the process in and starts it, or abandons it (`Slot::abandon`).
+    pub(crate) fn reserved(pid: Pid, core: Arc<Core<P>>) -> SlotArc<Self> {
+        Self::with_process(pid, core, None, CancelToken::new())
+    }
+
+    fn with_process(
+        pid: Pid,
+        core: Arc<Core<P>>,
+        process: Option<P>,
+        cancel: CancelToken,
+    ) -> SlotArc<Self> {
         let slot = SlotArc::new(Slot {
             pid,
             core,
             state: StateCell::new(),
             queue: Inbox::new(),
             body: UnsafeCell::new(Body {
-                process: Some(process),
+                process,
                 out: StepOutput::default(),
                 waiting: None,
             }),
@@ -783,6 +800,31 @@ impl<P: SchedProcess> Slot<P> {
         self.forced.load(Ordering::Acquire) & FORCE_WON != 0
     }
 
+    /// Completes a reserved slot that will never start (its group failed):
+    /// later sends through its addresses are refused, and what was queued
+    /// for it, and its process if one was put in, is dropped (closed if
+    /// `initialized`).
+    ///
+    /// # Safety
+    ///
+    /// The caller made the slot with [`Slot::reserved`] and never queued or
+    /// routed it: it owns the body.
+    pub(crate) unsafe fn abandon(&self, initialized: bool) {
+        self.queue.seal();
+        let _ = self.state.force_complete();
+        // SAFETY: the caller owns the body (never queued: no worker has it).
+        let body = unsafe { &mut *self.body.get() };
+        if !initialized && let Some(process) = body.process.take() {
+            // Never initialized: dropped, not closed (as a refused submit
+            // hands a process back unclosed).
+            if catch_unwind(AssertUnwindSafe(|| drop(process))).is_err() {
+                trace::debug!(pid = %self.pid, "the process's drop panicked");
+            }
+        }
+        // SAFETY: as above; `close_body` closes a process still in the body.
+        unsafe { self.close_body() };
+    }
+
     /// Forces the process to Complete (terminate: `Terminated`; shutdown:
     /// `Cancelled`). Returns `false` if it had already completed, if its
     /// step had already ended it (its worker sealed the queue first), or
@@ -859,11 +901,13 @@ impl<P: SchedProcess> Core<P> {
 
     /// Puts a Ready slot in a run queue. Woken from a worker of this pool
     /// (a process messaging another, a handler completing on a worker), it
-    /// goes to that worker's local deque with `submit_next`: it runs next
-    /// and cache-warm, and if the deque was empty no sleeping worker is
-    /// woken for it (a chain of messages stays on one core instead of
-    /// waking a second one per hop); woken from any other thread, back to
-    /// the worker that last ran it (affinity), else the global queue.
+    /// goes to that worker's next-item slot with `submit_next`: it runs
+    /// next and cache-warm, and no sleeping worker is woken for it (a chain
+    /// of messages stays on one core instead of waking a second one per
+    /// hop); no other worker can take it from there, and an item it
+    /// displaces goes to the deque, announced. Woken from any other thread,
+    /// back to the worker that last ran it (affinity), else the global
+    /// queue.
     ///
     /// `current`: the worker the calling thread is, if any
     /// (`Pool::current_worker`).

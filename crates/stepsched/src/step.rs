@@ -35,9 +35,10 @@
 //!
 //! A process that returns `Continue` goes to the back of the global queue.
 //! A process woken while it ran (its own inline completions, a message to
-//! itself) is requeued on the worker's local deque, where LIFO order runs
-//! it next — at most [`LOCAL_REQUEUES`] times in a row; then it too goes
-//! to the global queue, so the rest of the deque gets its turn.
+//! itself) is requeued in the worker's next-item slot, which the worker
+//! runs next — at most [`LOCAL_REQUEUES`] times in a row; then it too goes
+//! to the global queue, so the rest of the deque gets its turn. (The pool
+//! bounds the slot's streaks as well: see `stepsched-pool`'s work finding.)
 
 use std::collections::HashMap;
 use std::mem::ManuallyDrop;
@@ -434,7 +435,7 @@ impl<P: SchedProcess> Core<P> {
             UpgradeTo::Factory(name) => {
                 let Some(factory) = handlers.factories.get(&*name) else {
                     trace::debug!(pid = %slot.pid(), factory = %name, "upgrade: no such factory");
-                    return Err(Error::Failed(format!("upgrade: no factory named `{name}`")));
+                    return Err(Error::UnknownFactory(name.into_owned()));
                 };
                 match catch_unwind(AssertUnwindSafe(factory)) {
                     Ok(made) => made?,

@@ -233,7 +233,7 @@ fn a_process_forced_at_the_deadline_ends_cancelled() {
     });
     let h = s.submit(s.allocate_pid(), p, "main", 0).unwrap();
     probe.wait_steps(1);
-    let report = s.shutdown(Duration::ZERO);
+    let report = s.shutdown(Duration::ZERO).unwrap();
     assert_eq!(report.forced, 1);
     let result = join(h);
     assert_eq!(result, Err(Error::Cancelled));
@@ -290,7 +290,7 @@ fn shutdown_from_a_handler_on_the_only_worker() {
         b.handler("stop", move |_: Cmd, done: Completer<FnProc>| {
             let handle = cell.get().expect("set after build");
             // Returns at once: this worker is one the shutdown joins.
-            let shutdown = handle.shutdown(HANG);
+            let shutdown = handle.begin_shutdown(HANG);
             shutdowns.lock().unwrap().send(shutdown).unwrap();
             done.complete(Ok(1));
         })
@@ -315,7 +315,7 @@ fn shutdown_from_a_handler_on_the_only_worker() {
         Err(SubmitError::Stopping(_))
     ));
     // The scheduler's own shutdown, and its drop, find it done.
-    let nothing_more = s.shutdown(HANG);
+    let nothing_more = s.shutdown(HANG).unwrap();
     assert_eq!((nothing_more.cancelled, nothing_more.forced), (0, 0));
     assert!(nothing_more.workers_joined);
     drop(s);
@@ -334,7 +334,7 @@ fn shutdown_from_a_step_on_a_worker() {
         }
         if std::mem::take(&mut first) {
             // Returns at once, though this worker is one it joins.
-            let shutdown = cell.get().unwrap().shutdown(HANG);
+            let shutdown = cell.get().unwrap().begin_shutdown(HANG);
             tx.lock().unwrap().send(shutdown).unwrap();
         }
         out.set_status(Status::Idle);
@@ -356,17 +356,17 @@ fn shutdown_from_another_thread_while_the_scheduler_lives() {
         .unwrap();
     probe.wait_steps(1);
     let handle = s.handle();
-    let report = std::thread::spawn(move || handle.shutdown(HANG).wait())
+    let report = std::thread::spawn(move || handle.begin_shutdown(HANG).wait())
         .join()
         .unwrap();
     assert_eq!((report.cancelled, report.forced), (1, 0));
     assert!(report.workers_joined);
     assert_eq!(join(h), Err(Error::Cancelled));
     // Later calls, of either kind, report nothing more.
-    let again = s.handle().shutdown(HANG);
+    let again = s.handle().begin_shutdown(HANG);
     assert!(again.is_done());
-    assert_eq!(again.wait(), s.shutdown(HANG));
-    assert_eq!(s.shutdown(HANG).cancelled, 0);
+    assert_eq!(again.wait(), s.shutdown(HANG).unwrap());
+    assert_eq!(s.shutdown(HANG).unwrap().cancelled, 0);
 }
 
 #[test]
@@ -378,11 +378,11 @@ fn shutdown_awaited_by_a_simple_executor() {
         .unwrap();
     probe.wait_steps(1);
     let handle = s.handle();
-    let report = block_on(async move { handle.shutdown(HANG).await });
+    let report = block_on(async move { handle.begin_shutdown(HANG).await });
     assert_eq!((report.cancelled, report.forced), (1, 0));
     assert!(report.workers_joined);
     assert_eq!(block_on(h), Err(Error::Cancelled));
-    let later = block_on(s.handle().shutdown(Duration::ZERO));
+    let later = block_on(s.handle().begin_shutdown(Duration::ZERO));
     let nothing_more = later;
     assert_eq!((nothing_more.cancelled, nothing_more.forced), (0, 0));
     assert!(nothing_more.workers_joined);
@@ -399,7 +399,7 @@ fn dropping_the_scheduler_after_a_handle_shutdown_waits_for_it() {
     });
     let h = s.submit(s.allocate_pid(), p, "main", 0).unwrap();
     probe.wait_steps(1);
-    let shutdown = s.handle().shutdown(Duration::ZERO);
+    let shutdown = s.handle().begin_shutdown(Duration::ZERO);
     drop(s);
     // The drop returned only once the shutdown had finished.
     assert!(shutdown.is_done());

@@ -221,7 +221,7 @@ fn run_scenario(scenario: u64) {
         (stats.submitted, stats.completed, stats.failed),
         (PROCESSES, PROCESSES, 0)
     );
-    let report = s.shutdown(std::time::Duration::from_secs(5));
+    let report = s.shutdown(std::time::Duration::from_secs(5)).unwrap();
     assert_eq!((report.cancelled, report.forced), (0, 0));
     // The last handle owns the handlers: dropping it closes their
     // channels, so the completer threads end (a leaked core would hang

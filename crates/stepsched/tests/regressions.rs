@@ -1057,7 +1057,7 @@ fn assert_fully_ended(s: &CustomSched, pid: Pid) {
         matches!(r, Some(Ok(1))),
         "the next process did not run: {r:?}"
     );
-    let report = s.shutdown(GUARD);
+    let report = s.shutdown(GUARD).unwrap();
     assert_eq!(
         (report.cancelled, report.forced),
         (0, 0),
@@ -1215,7 +1215,7 @@ fn done_process_in_slow_close_keeps_its_result_at_shutdown() {
     let report = thread::scope(|scope| {
         let s = &s;
         scope.spawn(move || {
-            let _ = report_tx.send(s.shutdown(Duration::ZERO));
+            let _ = report_tx.send(s.shutdown(Duration::ZERO).unwrap());
         });
         // Shutdown has swept and returned before close is released.
         let report = report_rx.recv_timeout(GUARD);
@@ -1287,7 +1287,7 @@ fn submit_registering_after_the_shutdown_sweeps_still_completes() {
     let _spawner = s.submit(pid(1), spawner, "main", ()).unwrap();
     recv(&in_init, "the late process's init");
     // Returns although the worker is inside the late submit.
-    let report = s.shutdown(Duration::ZERO);
+    let report = s.shutdown(Duration::ZERO).unwrap();
     go_tx.send(()).unwrap();
     match recv(&result, "the late submit") {
         Err(SubmitError::Stopping(_)) => {}

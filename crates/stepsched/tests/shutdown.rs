@@ -2,18 +2,22 @@
 //! that ignore it, or wait on handlers that never complete, are forced at
 //! the deadline; a step that never returns does not hold shutdown; every
 //! join handle resolves and every process is closed once; submits racing
-//! shutdown either fail with `Stopping` or complete.
+//! shutdown either fail with `Stopping` or complete. On a worker the
+//! blocking `Scheduler::shutdown` refuses, while `begin_shutdown` and the
+//! scheduler's drop start the shutdown on a thread of its own.
 #![cfg(not(stepsched_loom))]
 
 mod common;
 
 use std::sync::mpsc::channel;
-use std::sync::{Arc, Barrier, Mutex};
+use std::sync::{Arc, Barrier, Mutex, OnceLock, Weak};
 use std::thread;
 use std::time::Duration;
 
 use common::*;
-use stepsched::{Completer, Error, JoinHandle, Pid, Status, SubmitError};
+use stepsched::{
+    Completer, Error, Event, JoinHandle, Pid, Shutdown, ShutdownError, Status, SubmitError,
+};
 
 /// Idle until cancelled; finishes with `Cancelled` on the cancel event,
 /// after checking the cancel token agrees.
@@ -82,7 +86,7 @@ fn cooperative_processes_finish_on_cancel() {
     for p in &probes {
         p.wait_steps(1);
     }
-    let report = s.shutdown(Duration::from_secs(10));
+    let report = s.shutdown(Duration::from_secs(10)).unwrap();
     assert_eq!(report.cancelled, 20);
     assert_eq!(report.forced, 0);
     assert!(report.workers_joined);
@@ -124,7 +128,7 @@ fn processes_that_ignore_cancel_or_wait_forever_are_forced() {
     for (_, p, _) in &all {
         p.wait_steps(1);
     }
-    let report = s.shutdown(Duration::from_millis(50));
+    let report = s.shutdown(Duration::from_millis(50)).unwrap();
     assert_eq!(report.cancelled, 9);
     assert_eq!(report.forced, 6);
     assert!(report.workers_joined);
@@ -153,7 +157,7 @@ fn a_step_that_never_returns_does_not_hold_shutdown() {
     });
     let h = s.submit(pid(1), p, "main", 0).unwrap();
     in_step.recv().unwrap();
-    let report = s.shutdown(Duration::from_millis(20));
+    let report = s.shutdown(Duration::from_millis(20)).unwrap();
     assert_eq!((report.cancelled, report.forced), (1, 1));
     assert!(!report.workers_joined, "the worker is stuck in the step");
     // The result is published even though the step has not returned.
@@ -176,7 +180,7 @@ fn a_step_that_never_returns_does_not_hold_shutdown() {
 fn submit_after_shutdown_is_refused_and_shutdown_is_idempotent() {
     let completed = Ledger::new();
     let s = scheduler(2, &completed);
-    let report = s.shutdown(Duration::from_secs(1));
+    let report = s.shutdown(Duration::from_secs(1)).unwrap();
     assert_eq!((report.cancelled, report.forced), (0, 0));
     assert!(report.workers_joined);
     let probe = Probe::new();
@@ -190,7 +194,7 @@ fn submit_after_shutdown_is_refused_and_shutdown_is_idempotent() {
         Counts::default(),
         "a refused process is not initialized"
     );
-    let again = s.shutdown(Duration::from_secs(1));
+    let again = s.shutdown(Duration::from_secs(1)).unwrap();
     assert_eq!((again.cancelled, again.forced), (0, 0));
     assert!(matches!(
         s.send(pid(1), 1),
@@ -248,7 +252,7 @@ fn race_submits_with_shutdown(deadline: Duration, ignore_cancel: bool, rounds: u
             })
             .collect();
         barrier.wait();
-        let report = s.shutdown(deadline);
+        let report = s.shutdown(deadline).unwrap();
         assert!(report.workers_joined);
         let mut n = 0;
         for t in threads {
@@ -292,11 +296,11 @@ fn a_racing_second_shutdown_waits_for_the_first() {
         let (s, barrier) = (s.clone(), barrier.clone());
         thread::spawn(move || {
             barrier.wait();
-            s.shutdown(Duration::from_millis(50))
+            s.shutdown(Duration::from_millis(50)).unwrap()
         })
     };
     barrier.wait();
-    let mine = s.shutdown(Duration::from_millis(50));
+    let mine = s.shutdown(Duration::from_millis(50)).unwrap();
     // Whichever call came second returned only after the first forced
     // the process.
     assert!(h.is_finished());
@@ -340,10 +344,135 @@ fn shutdown_hooks_run_once_after_every_process_ended() {
     deaf_probe.wait_steps(1);
     seen.lock().unwrap().extend([h1, h2]);
     assert!(rx.try_recv().is_err(), "no hook before the shutdown");
-    s.shutdown(Duration::from_millis(50));
+    s.shutdown(Duration::from_millis(50)).unwrap();
     assert_eq!(rx.try_recv(), Ok(("first", true, 2)));
     assert_eq!(rx.try_recv(), Ok(("last", true, 0)));
-    s.shutdown(Duration::from_millis(50));
+    s.shutdown(Duration::from_millis(50)).unwrap();
     drop(s);
     assert!(rx.try_recv().is_err(), "a hook ran twice");
+}
+
+/// `Scheduler::shutdown` called on one of the scheduler's own workers (by
+/// a step holding the scheduler) is refused at once: it starts nothing and
+/// does not wait, and the scheduler goes on working; a later shutdown from
+/// another thread runs and reports.
+#[test]
+fn blocking_shutdown_from_a_step_is_refused() {
+    let completed = Ledger::new();
+    let s = Arc::new(scheduler(1, &completed));
+    let me: Arc<OnceLock<Weak<Sched>>> = Arc::new(OnceLock::new());
+    me.set(Arc::downgrade(&s)).unwrap();
+    let (tx, answered) = channel();
+    let tx = Mutex::new(tx);
+    let probe = Probe::new();
+    let mut first = true;
+    let asker = FnProc::new(&probe, move |events, out, _| {
+        if events.iter().any(Event::is_cancel) {
+            return Err(Error::Cancelled);
+        }
+        if std::mem::take(&mut first) {
+            let s = me.get().unwrap().upgrade().expect("the test holds it");
+            // A deadline past the hang guard: a call that waited for it
+            // fails the test.
+            tx.lock().unwrap().send(s.shutdown(HANG * 3)).unwrap();
+        }
+        out.set_status(Status::Idle);
+        Ok(())
+    });
+    let h = s.submit(pid(1), asker, "main", 0).unwrap();
+    let answer = answered
+        .recv_timeout(HANG)
+        .expect("the step's shutdown call returned");
+    assert_eq!(answer, Err(ShutdownError::OnWorker));
+    // Nothing was started: the only worker runs a new process, and the
+    // asker was not cancelled.
+    let other = Probe::new();
+    let h2 = s
+        .submit(pid(2), done_at_once(&other, 7), "main", 0)
+        .unwrap();
+    assert_eq!(join(h2), Ok(7));
+    assert!(!h.is_finished());
+    let report = s.shutdown(HANG).expect("the test thread is no worker");
+    assert_eq!((report.cancelled, report.forced), (1, 0));
+    assert!(report.workers_joined);
+    assert_eq!(join(h), Err(Error::Cancelled));
+}
+
+/// `begin_shutdown` (here through the `Scheduler`, which derefs to its
+/// `Handle`) called from a step on the only worker starts the shutdown and
+/// returns; the shutdown cancels that very process and joins its worker.
+#[test]
+fn begin_shutdown_from_a_step_runs_the_shutdown() {
+    let completed = Ledger::new();
+    let s = Arc::new(scheduler(1, &completed));
+    let me: Arc<OnceLock<Weak<Sched>>> = Arc::new(OnceLock::new());
+    me.set(Arc::downgrade(&s)).unwrap();
+    let (tx, started) = channel::<Shutdown>();
+    let tx = Mutex::new(tx);
+    let probe = Probe::new();
+    let mut first = true;
+    let stopper = FnProc::new(&probe, move |events, out, _| {
+        if events.iter().any(Event::is_cancel) {
+            return Err(Error::Cancelled);
+        }
+        if std::mem::take(&mut first) {
+            let s = me.get().unwrap().upgrade().expect("the test holds it");
+            tx.lock().unwrap().send(s.begin_shutdown(HANG)).unwrap();
+        }
+        out.set_status(Status::Idle);
+        Ok(())
+    });
+    let h = s.submit(pid(1), stopper, "main", 0).unwrap();
+    let shutdown = started.recv_timeout(HANG).expect("the step returned");
+    let report = shutdown.wait();
+    assert_eq!((report.cancelled, report.forced), (1, 0));
+    assert!(report.workers_joined, "{report:?}");
+    assert_eq!(join(h), Err(Error::Cancelled));
+    completed.assert_exactly_once([pid(1)]);
+    // The blocking shutdown, off the workers, finds it done.
+    let later = s.shutdown(HANG).expect("the test thread is no worker");
+    assert_eq!((later.cancelled, later.forced), (0, 0));
+}
+
+/// Dropping the last `Scheduler` in a step starts the shutdown without
+/// waiting for it: the shutdown runs on a thread of its own, not on the
+/// worker it has to join, and ends the process as any shutdown does.
+#[test]
+fn dropping_the_last_scheduler_in_a_step_does_not_run_the_shutdown_there() {
+    let (hooked, hook_ran) = channel();
+    let s: Sched = Builder::new()
+        .workers(1)
+        .on_shutdown(move || hooked.send(thread::current().id()).unwrap())
+        .build()
+        .unwrap();
+    let owner = Arc::new(Mutex::new(Some(s)));
+    let held = owner.clone();
+    let (tx, dropped) = channel();
+    let tx = Mutex::new(tx);
+    let probe = Probe::new();
+    let p = FnProc::new(&probe, move |events, out, _| {
+        if events.iter().any(Event::is_cancel) {
+            return Err(Error::Cancelled);
+        }
+        let last = held.lock().unwrap().take();
+        if let Some(s) = last {
+            drop(s);
+            tx.lock().unwrap().send(thread::current().id()).unwrap();
+        }
+        out.set_status(Status::Idle);
+        Ok(())
+    });
+    let h = {
+        let guard = owner.lock().unwrap();
+        let s = guard.as_ref().unwrap();
+        s.submit(s.allocate_pid(), p, "main", 0).unwrap()
+    };
+    let worker = dropped.recv_timeout(HANG).expect("the drop returned");
+    let shut_down_on = hook_ran.recv_timeout(HANG).expect("the shutdown ran");
+    assert_ne!(
+        worker, shut_down_on,
+        "the shutdown ran on the worker that dropped the scheduler"
+    );
+    assert_eq!(join(h), Err(Error::Cancelled));
+    probe.wait_closed(1);
 }

@@ -231,8 +231,33 @@ fn an_upgrade_to_no_such_factory_ends_the_process_with_that_error() {
         Builder::new(),
         upgrades_once(&probe, |ctx| ctx.upgrade_from("nope", "main", 0)),
     );
-    assert_eq!(r, Err(Error::failed("upgrade: no factory named `nope`")));
+    assert_eq!(r, Err(Error::UnknownFactory("nope".into())));
     assert_eq!(probe.counts().closes, 1);
+}
+
+/// A caller tells a missing factory from every other failure by its
+/// variant, which names the factory asked for; the registered one, asked
+/// by its name, upgrades.
+#[test]
+fn a_missing_factory_is_matched_by_its_variant_with_the_name_asked_for() {
+    let probe = Probe::new();
+    let with_v2 = || {
+        let probe = probe.clone();
+        Builder::new().factory("worker-v2", move || Ok(done_at_once(&probe, 2)))
+    };
+    let r = run_to_end(
+        with_v2(),
+        upgrades_once(&probe, |ctx| ctx.upgrade_from("worker-v3", "main", 0)),
+    );
+    match r {
+        Err(Error::UnknownFactory(name)) => assert_eq!(name, "worker-v3"),
+        other => panic!("a missing factory ended the process with {other:?}"),
+    }
+    let r = run_to_end(
+        with_v2(),
+        upgrades_once(&probe, |ctx| ctx.upgrade_from("worker-v2", "main", 0)),
+    );
+    assert_eq!(r, Ok(2));
 }
 
 #[test]

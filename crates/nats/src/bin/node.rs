@@ -297,7 +297,8 @@ fn run() -> Result<(), String> {
         send_time.as_millis()
     );
     // Stay until the peer has our report too (it confirmed it), then go.
-    node.shutdown(Duration::from_secs(2));
+    node.shutdown(Duration::from_secs(2))
+        .map_err(|e| e.to_string())?;
     Ok(())
 }
 
