@@ -1,7 +1,9 @@
 //! An actor with typed requests and replies: a bank `account` process and
-//! three `client` processes. Each client sends requests to the account by
-//! PID (`ctx.send`) and waits for each reply in its own steps; the account
-//! replies to the sender it sees on the message event (`from`). Large
+//! three `client` processes. Each client resolves the account's PID once,
+//! in its `init` (`cx.address`, from `ContextExt`), sends its requests
+//! through that address, which stamps the client's PID on each as its
+//! sender, and waits for each reply in its own steps; the account replies
+//! to the sender it sees on the message event (`from`). Large
 //! withdrawals are approved by a handler (`Builder::on` for one variant of
 //! a `commands!` enum), whose answer is the process's `Response` type,
 //! separate from its `Message` type.
@@ -12,7 +14,9 @@
 
 use std::collections::HashMap;
 
-use stepsched::{Context, Error, Event, Events, Pid, Process, Scheduler, Status, StepOutput};
+use stepsched::{
+    Address, Context, ContextExt, Error, Event, Events, Pid, Process, Scheduler, Status, StepOutput,
+};
 
 /// What clients ask the account.
 #[derive(Debug, Clone, Copy)]
@@ -75,7 +79,8 @@ enum Bank {
         next_tag: u64,
     },
     Client {
-        account: Pid,
+        /// The account's address, with this client as the sender.
+        account: Address<Bank>,
         script: std::vec::IntoIter<Request>,
         replies: Vec<Reply>,
         started: bool,
@@ -90,7 +95,7 @@ impl Process for Bank {
     type Command = BankCmd;
     type Output = Outcome;
 
-    fn init(&mut self, _: &Context<'_, Self>, method: &str, input: Start) -> Result<(), Error> {
+    fn init(&mut self, cx: &Context<'_, Self>, method: &str, input: Start) -> Result<(), Error> {
         *self = match (method, input) {
             ("account", Start::Account { opening }) => Bank::Account {
                 balance: opening,
@@ -98,7 +103,9 @@ impl Process for Bank {
                 next_tag: 0,
             },
             ("client", Start::Client { account, script }) => Bank::Client {
-                account,
+                account: cx
+                    .address(account)
+                    .ok_or_else(|| Error::failed(format!("no account {account}")))?,
                 script: script.into_iter(),
                 replies: Vec::new(),
                 started: false,
@@ -187,7 +194,7 @@ impl Process for Bank {
                             from,
                             data: Msg::Reply(r),
                         } => {
-                            assert_eq!(from, Some(*account), "replies come from the account");
+                            assert_eq!(from, Some(account.pid()), "replies come from the account");
                             replies.push(r);
                             send_next = true;
                         }
@@ -197,9 +204,8 @@ impl Process for Bank {
                 }
                 if send_next {
                     match script.next() {
-                        Some(request) => ctx
-                            .send(*account, Msg::Request(request))
-                            .map_err(|e| Error::failed(format!("send: {e}")))?,
+                        // From this client: the account replies to it.
+                        Some(request) => account.send(Msg::Request(request))?,
                         None => {
                             out.set_status(Status::Done(Outcome::Replies(std::mem::take(replies))));
                             return Ok(());

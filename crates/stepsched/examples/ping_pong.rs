@@ -1,30 +1,37 @@
-//! Two processes hit a ball back and forth: the server sends the ball to
-//! its peer by PID (`ctx.send`), and each hits it back to the sender it
-//! sees on the message event.
+//! Two processes hit a ball back and forth. They are submitted together
+//! (`Handle::submit_group`), so each knows the other's address before
+//! either runs; an address from the group stamps its holder's PID on what
+//! it sends, and each player checks that a ball comes from its peer
+//! (`event.sender()`).
 //!
 //! ```sh
 //! cargo run -p stepsched --example ping_pong
 //! ```
 
-use stepsched::{Context, Error, Event, Events, Pid, Process, Scheduler, Status, StepOutput};
+use stepsched::{
+    Address, Context, Error, Event, Events, NoCommand, Process, Scheduler, Status, StepOutput,
+};
 
 /// The ball carries how many hits are left.
 type Ball = u64;
 
 /// One player: on each ball, hit it back with one hit less; finish with
 /// the number of hits made once the rally is over.
-#[derive(Default)]
 struct Player {
+    /// The other player, with this one as the sender.
+    peer: Address<Player>,
     hits: u64,
-    serve: Option<(Pid, Ball)>,
+    serve: Option<Ball>,
 }
 
 impl Process for Player {
-    /// The peer to serve to and the rally length, if serving.
-    type Input = Option<(Pid, Ball)>;
+    /// The rally length, if serving.
+    type Input = Option<Ball>;
     type Message = Ball;
-    type Response = ();
-    type Command = &'static str;
+    /// A player never yields: no command, and (by convention) the
+    /// message type as the response type.
+    type Response = Self::Message;
+    type Command = NoCommand;
     type Output = u64;
 
     fn init(
@@ -44,33 +51,32 @@ impl Process for Player {
 
     fn step(
         &mut self,
-        ctx: &mut Context<'_, Self>,
-        events: Events<'_, Ball, ()>,
-        out: &mut StepOutput<&'static str, u64>,
+        _: &mut Context<'_, Self>,
+        events: Events<'_, Ball>,
+        out: &mut StepOutput<NoCommand, u64>,
     ) -> Result<(), Error> {
-        let mut balls: Vec<(Pid, Ball)> = self.serve.take().into_iter().collect();
+        let mut balls: Vec<Ball> = self.serve.take().into_iter().collect();
         for event in events {
             match event {
-                Event::Message {
-                    from: Some(peer),
-                    data: left,
-                } => balls.push((peer, left)),
-                Event::Message { from: None, .. } => {
+                Event::Message { from, data: left } if from == Some(self.peer.pid()) => {
+                    balls.push(left);
+                }
+                Event::Message { .. } => {
                     return Err(Error::failed("a ball from outside the game"));
                 }
                 Event::Cancel => return Err(Error::Cancelled),
                 Event::Completion { .. } => {}
             }
         }
-        for (peer, left) in balls {
+        for left in balls {
             if left == 0 {
                 // The peer made the last hit.
                 out.set_status(Status::Done(self.hits));
                 return Ok(());
             }
             self.hits += 1;
-            ctx.send(peer, left - 1)
-                .map_err(|e| Error::failed(format!("hit back: {e}")))?;
+            // Stamped with this player's PID: the peer sees who hit it.
+            self.peer.send(left - 1)?;
             if left == 1 {
                 // Our hit was the last one.
                 out.set_status(Status::Done(self.hits));
@@ -88,14 +94,22 @@ fn main() {
         .workers(2)
         .build()
         .expect("workers");
-    let (ping, pong) = (scheduler.allocate_pid(), scheduler.allocate_pid());
-    // Pong first, so the serve finds it.
-    let pong_join = scheduler
-        .submit(pong, Player::default(), "play", None)
-        .expect("submit pong");
-    let ping_join = scheduler
-        .submit(ping, Player::default(), "play", Some((pong, RALLY)))
-        .expect("submit ping");
+    // Member 0 (ping) serves to member 1 (pong), and pong's address of
+    // ping exists before either runs: no PID allocated by hand, no
+    // submit order to get right.
+    let mut players = scheduler
+        .submit_group(2, "play", |members| {
+            let me = members.me();
+            let player = Player {
+                peer: members.address(1 - me),
+                hits: 0,
+                serve: None,
+            };
+            (player, (me == 0).then_some(RALLY))
+        })
+        .expect("submit the players");
+    let pong_join = players.pop().expect("pong");
+    let ping_join = players.pop().expect("ping");
     let ping_hits = ping_join.join().expect("ping");
     let pong_hits = pong_join.join().expect("pong");
     println!("ping hit {ping_hits} times, pong {pong_hits} times");

@@ -2,13 +2,18 @@
 //! cancel event and finishes on its own, one ignores it and is forced at
 //! the deadline. Both join handles resolve; the report says what happened.
 //!
+//! The host shuts down with the blocking `Scheduler::shutdown`, which
+//! refuses (`ShutdownError::OnWorker`) on one of the scheduler's own
+//! workers; a step starts the same shutdown with `cx.begin_shutdown(d)`
+//! (`ContextExt`), which returns at once.
+//!
 //! ```sh
 //! cargo run -p stepsched --example shutdown
 //! ```
 
 use std::time::{Duration, Instant};
 
-use stepsched::{Context, Error, Event, Events, Process, Scheduler, Status, StepOutput};
+use stepsched::{Context, Error, Event, Events, NoCommand, Process, Scheduler, Status, StepOutput};
 
 /// Waits for messages, counting them. `polite` processes finish with
 /// their count when cancelled; `stubborn` ones ignore the cancel event.
@@ -20,8 +25,10 @@ struct Counter {
 impl Process for Counter {
     type Input = ();
     type Message = u64;
-    type Response = u64;
-    type Command = &'static str;
+    /// A counter never yields: no command, and (by convention) the message
+    /// type as the response type.
+    type Response = Self::Message;
+    type Command = NoCommand;
     type Output = u64;
 
     fn init(&mut self, _: &Context<'_, Self>, method: &str, (): ()) -> Result<(), Error> {
@@ -37,7 +44,7 @@ impl Process for Counter {
         &mut self,
         ctx: &mut Context<'_, Self>,
         events: Events<'_, u64>,
-        out: &mut StepOutput<&'static str, u64>,
+        out: &mut StepOutput<NoCommand, u64>,
     ) -> Result<(), Error> {
         for event in events {
             match event {

@@ -1,8 +1,10 @@
 //! A supervisor process: it spawns three workers from its step
-//! (`ctx.spawn`), gives each a job, then upgrades worker A in place (A
-//! calls `ctx.upgrade_from` with a factory registered by
+//! (`cx.spawn_address`, which returns each worker's address, stamped with
+//! the supervisor's PID as the sender, so the workers reply to the sender
+//! they see), gives each a job, then upgrades worker A in place (A
+//! calls `cx.upgrade_from` with a factory registered by
 //! `Builder::factory`, keeping its PID and handing its state over),
-//! terminates worker B (`ctx.terminate`), and asks worker C to upgrade to a
+//! terminates worker B (`cx.terminate`), and asks worker C to upgrade to a
 //! factory that does not exist (C ends with that error). The main thread
 //! checks every process's result through the `on_complete` hook.
 //!
@@ -12,7 +14,10 @@
 
 use std::sync::mpsc;
 
-use stepsched::{Context, Error, Event, Events, Pid, Process, Scheduler, Status, StepOutput};
+use stepsched::{
+    Address, Context, ContextExt, Error, Event, Events, NoCommand, Pid, Process, Scheduler, Status,
+    StepOutput,
+};
 
 #[derive(Debug)]
 enum Msg {
@@ -48,7 +53,8 @@ enum Node {
     New,
     Supervisor {
         phase: Phase,
-        workers: Vec<Pid>,
+        /// The workers' addresses, with the supervisor as the sender.
+        workers: Vec<Address<Node>>,
         log: Vec<String>,
     },
     /// Version 1 adds one; version 2 doubles.
@@ -63,8 +69,10 @@ enum Node {
 impl Process for Node {
     type Input = Start;
     type Message = Msg;
-    type Response = ();
-    type Command = &'static str;
+    /// No process here yields: no command, and (by convention) the
+    /// message type as the response type.
+    type Response = Self::Message;
+    type Command = NoCommand;
     /// The supervisor's log, or a worker's number of jobs served.
     type Output = String;
 
@@ -99,14 +107,10 @@ impl Process for Node {
 
     fn step(
         &mut self,
-        ctx: &mut Context<'_, Self>,
-        events: Events<'_, Msg, ()>,
-        out: &mut StepOutput<&'static str, String>,
+        cx: &mut Context<'_, Self>,
+        events: Events<'_, Msg>,
+        out: &mut StepOutput<NoCommand, String>,
     ) -> Result<(), Error> {
-        let send = |ctx: &Context<'_, Self>, to: Pid, msg: Msg| {
-            ctx.send(to, msg)
-                .map_err(|e| Error::failed(format!("send: {e}")))
-        };
         match self {
             Node::New => Err(Error::failed("stepped before init")),
             Node::Worker {
@@ -116,7 +120,7 @@ impl Process for Node {
                 announce,
             } => {
                 if std::mem::take(announce) {
-                    send(ctx, *boss, Msg::Upgraded { version: *version })?;
+                    cx.send(*boss, Msg::Upgraded { version: *version })?;
                 }
                 for event in events {
                     match event {
@@ -126,9 +130,9 @@ impl Process for Node {
                         } => {
                             *served += 1;
                             let value = if *version == 1 { n + 1 } else { n * 2 };
-                            let to = from.unwrap_or(*boss);
-                            send(
-                                ctx,
+                            // The boss's address stamped its PID: reply to it.
+                            let to = from.ok_or_else(|| Error::failed("work from no process"))?;
+                            cx.send(
                                 to,
                                 Msg::Result {
                                     version: *version,
@@ -147,7 +151,7 @@ impl Process for Node {
                                 boss: *boss,
                                 served: *served,
                             };
-                            ctx.upgrade_from(factory, "resume", state);
+                            cx.upgrade_from(factory, "resume", state);
                             out.set_status(Status::Idle); // not used
                             return Ok(());
                         }
@@ -174,19 +178,20 @@ impl Process for Node {
                 if *phase == Phase::Spawn {
                     for _ in 0..3 {
                         let start = Start::Worker {
-                            boss: ctx.pid(),
+                            boss: cx.pid(),
                             served: 0,
                         };
-                        let pid = ctx
-                            .spawn(Node::New, "work", start)
-                            .map_err(|e| Error::failed(format!("spawn: {e}")))?;
-                        send(ctx, pid, Msg::Work(10))?;
-                        workers.push(pid);
+                        let to = cx.spawn_address(Node::New, "work", start)?;
+                        to.send(Msg::Work(10))?; // from: the supervisor
+                        workers.push(to);
                     }
-                    log.push(format!("spawned {workers:?}"));
+                    let pids: Vec<Pid> = workers.iter().map(Address::pid).collect();
+                    log.push(format!("spawned {pids:?}"));
                     *phase = Phase::FirstJobs { replies: 0 };
                 }
-                let (a, b, c) = (workers[0], workers[1], workers[2]);
+                let [a, b, c] = &workers[..] else {
+                    return Err(Error::failed("three workers"));
+                };
                 for event in events {
                     let Event::Message { from, data } = event else {
                         continue;
@@ -199,24 +204,25 @@ impl Process for Node {
                                 replies: replies + 1,
                             };
                             if replies + 1 == 3 {
-                                send(ctx, a, Msg::Upgrade("worker-v2"))?;
-                                ctx.terminate(b)
-                                    .map_err(|e| Error::failed(format!("terminate: {e}")))?;
-                                log.push(format!("terminated {b}"));
+                                a.send(Msg::Upgrade("worker-v2"))?;
+                                cx.terminate(b.pid())?;
+                                log.push(format!("terminated {}", b.pid()));
                                 // Gone: the message comes back.
-                                assert!(ctx.send(b, Msg::Work(1)).unwrap_err().is_closed());
-                                send(ctx, c, Msg::Upgrade("worker-v3"))?;
+                                assert!(b.send(Msg::Work(1)).unwrap_err().is_closed());
+                                c.send(Msg::Upgrade("worker-v3"))?;
                                 *phase = Phase::Upgrading;
                             }
                         }
                         (Phase::Upgrading, Msg::Upgraded { version }) => {
                             log.push(format!("{from}: upgraded to v{version}"));
-                            send(ctx, a, Msg::Work(10))?;
+                            // The same address: an upgrade keeps the process's PID
+                            // and its queue.
+                            a.send(Msg::Work(10))?;
                             *phase = Phase::SecondJob;
                         }
                         (Phase::SecondJob, Msg::Result { version, value }) => {
                             log.push(format!("{from}: v{version} gave {value}"));
-                            send(ctx, a, Msg::Stop)?;
+                            a.send(Msg::Stop)?;
                             out.set_status(Status::Done(log.join("; ")));
                             return Ok(());
                         }
