@@ -374,3 +374,32 @@ fn the_upgrading_steps_yields_are_not_dispatched() {
     assert_eq!(r, Ok(9));
     assert!(called_rx.try_recv().is_err(), "the handler was called");
 }
+
+/// Method and factory names built at run time are passed as `&str`, as
+/// `spawn` and `submit` take them (an upgrade used to want a
+/// `Cow<'static, str>`, so a borrowed `String` did not do).
+#[test]
+fn names_made_at_run_time_are_passed_as_str() {
+    let probe = Probe::new();
+    let factory = format!("worker-v{}", 2);
+    let b = {
+        let probe = probe.clone();
+        Builder::new().factory(factory.as_str(), move || Ok(done_at_once(&probe, 2)))
+    };
+    let r = run_to_end(
+        b,
+        upgrades_once(&probe, move |ctx| {
+            let method = String::from("main");
+            ctx.upgrade_from(&factory, &method, 0);
+        }),
+    );
+    assert_eq!(r, Ok(2));
+    let r = run_to_end(
+        Builder::new(),
+        upgrades_once(&probe, |ctx| {
+            let method = ["ma", "in"].concat();
+            ctx.upgrade(done_at_once(&Probe::new(), 5), &method, 0);
+        }),
+    );
+    assert_eq!(r, Ok(5));
+}
