@@ -11,6 +11,7 @@ mod bench_report;
 mod mutants;
 mod nats;
 mod package;
+mod scaling;
 
 /// Crates that carry loom models, in layer order.
 const LOOM_CRATES: &[&str] = &[
@@ -38,6 +39,10 @@ const TASKS: &[(&str, &str)] = &[
     (
         "bench [--quick] [bench..]",
         "criterion benchmarks against peers; regenerates the tables of docs/benchmarks.md (--report-only: from the last run); HTML in target/criterion",
+    ),
+    (
+        "bench scaling [--workers 1,2,4,8,16] [--quick] [--write-doc]",
+        "the scaling benchmark (benches/examples/scaling.rs, not criterion): 13 workloads at each worker count against tokio at the same count, median ns per operation and the scheduler's wake-up, park and steal counters per operation; --quick: sizes / 10, 3 trials; other flags go to the example (--trials N, --only k,k, --size k=N, --heavy-iters N); --write-doc: the section \"Scaling by worker count\" at the end of docs/benchmarks.md",
     ),
     (
         "mutants [--ci] [--write-doc] [name..]",
@@ -253,6 +258,9 @@ fn crate_dir(krate: &str) -> Result<PathBuf, String> {
 }
 
 fn bench(args: &[String]) -> Result<(), String> {
+    if let Some(("scaling", rest)) = args.split_first().map(|(a, r)| (a.as_str(), r)) {
+        return scaling::scaling(rest);
+    }
     let mut quick = false;
     let mut report_only = false;
     let mut benches = Vec::new();
