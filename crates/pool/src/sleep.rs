@@ -179,6 +179,28 @@ impl Sleep {
         self.state.fetch_add(SEARCHING_ONE, Ordering::SeqCst);
     }
 
+    /// Counts the calling worker as searching unless half the workers (at
+    /// least one) already search: `false` then, and the caller looks no
+    /// further than its own queues and the global queue this time (tokio
+    /// caps its searching workers the same way). More searchers find no
+    /// more work, since every producer wakes at most one worker and each
+    /// searcher that stops re-checks for what is left; they only sweep
+    /// the other workers' deques, each sweep a remote cache line per
+    /// victim.
+    #[inline]
+    pub(crate) fn try_start_searching(&self) -> bool {
+        // SeqCst: as `start_searching`. The check and the increment are
+        // not one step, so two workers may both pass it: the cap is a
+        // bound on the common case, not an invariant (nothing relies on
+        // it).
+        let searching = State(self.state.load(Ordering::SeqCst)).searching();
+        if 2 * searching >= self.workers.max(2) {
+            return false;
+        }
+        self.start_searching();
+        true
+    }
+
     /// Stops counting the calling worker as searching (it found work).
     /// Returns `true` if it was the last searcher: the caller must then
     /// re-check the queues and notify if any holds work.

@@ -249,3 +249,22 @@ fn a_wake_up_is_counted_by_the_worker_it_woke() {
     );
     assert!(after.empty_unparks <= after.unparks);
 }
+
+/// At most half the workers (at least one) search at a time: a worker
+/// refused stays out of the others' deques.
+#[test]
+fn searchers_are_capped_at_half_the_pool() {
+    let sleep = Sleep::new(4);
+    assert!(sleep.try_start_searching());
+    assert!(sleep.try_start_searching());
+    assert!(!sleep.try_start_searching(), "a third searcher of four");
+    assert_eq!(sleep.searching(), 2);
+    assert!(!sleep.stop_searching(), "one searcher is left");
+    assert!(sleep.try_start_searching(), "below the cap again");
+    // A pool of one or two lets one worker search.
+    for workers in [1, 2] {
+        let sleep = Sleep::new(workers);
+        assert!(sleep.try_start_searching());
+        assert!(!sleep.try_start_searching());
+    }
+}

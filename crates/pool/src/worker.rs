@@ -700,8 +700,12 @@ impl Search {
         }
 
         if !self.searching {
+            if !shared.sleep.try_start_searching() {
+                // Enough workers search already: back off (and park in the
+                // end) without sweeping the others' deques.
+                return Found::Empty;
+            }
             self.searching = true;
-            shared.sleep.start_searching();
         }
         self.steal(ctx)
     }

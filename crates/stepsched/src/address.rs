@@ -149,7 +149,7 @@ impl<P: SchedProcess> Address<P> {
     }
 
     fn deliver(&self, from: Option<Pid>, message: P::Message) -> Result<(), SendError<P::Message>> {
-        self.slot.deliver(from, message).map_err(|payload| {
+        Slot::deliver(&self.slot, from, message).map_err(|payload| {
             let mut package = Package::new(self.slot.pid, "", payload);
             package.from = from;
             SendError::Closed(package)

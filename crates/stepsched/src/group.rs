@@ -12,7 +12,7 @@ use crate::handle::Handle;
 use crate::join::JoinHandle;
 use crate::primitive::sync::SlotArc;
 use crate::primitive::sync::atomic::Ordering;
-use crate::slot::{Slot, init_caught};
+use crate::slot::{FORCED_CANCELLED, NOT_FORCED, Slot, init_caught};
 use crate::trace;
 
 /// What the maker of one member of a group sees
@@ -101,7 +101,7 @@ impl<P: SchedProcess> Reserved<P> {
             .iter()
             .enumerate()
             .filter_map(|(i, slot)| {
-                // SAFETY: a reserved slot, never queued: its body is ours.
+                // SAFETY: as in `drop`: the body is ours.
                 let mut process = unsafe { (*slot.body.get()).process.take()? };
                 if i < initialized {
                     let _ = catch_unwind(AssertUnwindSafe(|| process.close()));
@@ -115,8 +115,11 @@ impl<P: SchedProcess> Reserved<P> {
 impl<P: SchedProcess> Drop for Reserved<P> {
     fn drop(&mut self) {
         for (i, slot) in self.slots.iter().enumerate() {
-            // SAFETY: reserved by `submit_group`, never queued or routed
-            // (a started group empties `slots` first).
+            // SAFETY: reserved by `submit_group` and never queued; never
+            // routed, or routed, then unrouted and claimed by
+            // `submit_group` before any forcer (one that a forcer claimed
+            // is no longer in `slots`). So no other thread touches the
+            // body. A started group empties `slots` first.
             unsafe { slot.abandon(i < self.initialized) };
         }
     }
@@ -140,9 +143,12 @@ impl<P: SchedProcess> Handle<P> {
     /// As [`submit`](Handle::submit), for the whole group, with every
     /// process handed back (uninitialized for [`SubmitError::Stopping`] and
     /// [`SubmitError::LimitReached`], which counts the `n` places at once;
-    /// initialized and closed for [`SubmitError::DuplicatePid`]). If one
-    /// `init` fails the group is not started: the members initialized
-    /// before it are closed, the rest dropped, and its error is returned.
+    /// initialized and closed for [`SubmitError::DuplicatePid`], except a
+    /// member that a racing `terminate` or shutdown found registered in the
+    /// meantime: that one ends as that call says, and is not handed back).
+    /// If one `init` fails the group is not started: the members
+    /// initialized before it are closed, the rest dropped, and its error is
+    /// returned.
     /// Either way no member runs, and sends through the addresses are
     /// refused.
     ///
@@ -256,12 +262,39 @@ impl<P: SchedProcess> Handle<P> {
         }
         for (i, slot) in reserved.slots.iter().enumerate() {
             if core.routes.register(slot.pid, slot.clone()).is_err() {
-                for earlier in &reserved.slots[..i] {
-                    core.routes
-                        .unregister_if(earlier.pid, |route| SlotArc::ptr_eq(route, earlier));
-                }
                 let pid = slot.pid;
-                release();
+                // The members routed before this one were visible: a
+                // `terminate` or shutdown's forcing sweep may have found
+                // one. Unrouted, each is claimed as a forcer would; one
+                // whose claim a forcer won is that forcer's to close and
+                // publish (which gives its place back), not ours.
+                let mut forced = 0;
+                let routed: Vec<_> = reserved.slots.drain(..i).collect();
+                for earlier in routed.into_iter().rev() {
+                    core.routes
+                        .unregister_if(earlier.pid, |route| SlotArc::ptr_eq(route, &earlier));
+                    // AcqRel: as a forcer's claim (`Slot::force`).
+                    let claimed = earlier.forced.compare_exchange(
+                        NOT_FORCED,
+                        FORCED_CANCELLED,
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    );
+                    if claimed.is_ok() {
+                        reserved.slots.insert(0, earlier);
+                    } else {
+                        forced += 1;
+                    }
+                }
+                reserved.initialized = reserved.slots.len();
+                for _ in forced..n {
+                    core.release_reservation();
+                }
+                // A forced member publishes a result (counted as failed):
+                // count it as submitted too, as the statistics' phases
+                // expect of every process that leaves Ready. Relaxed: a
+                // statistics counter.
+                core.submitted.fetch_add(forced as u64, Ordering::Relaxed);
                 return Err(SubmitError::DuplicatePid(pid, reserved.take_back()));
             }
         }

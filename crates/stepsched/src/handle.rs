@@ -162,15 +162,15 @@ impl<P: SchedProcess> Handle<P> {
         if core.forcing.load(Ordering::SeqCst) {
             // The forcing sweep may have missed us, and the workers may be
             // stopping: end the process here.
-            slot.force(FORCED_CANCELLED);
+            Slot::force(&slot, FORCED_CANCELLED);
             return handle;
         }
         let stopping = core.stopping.load(Ordering::SeqCst);
         if core.pool().submit(Task::new(slot.clone())).is_err() {
             // The workers are gone: end the process here.
-            slot.force(FORCED_CANCELLED);
+            Slot::force(&slot, FORCED_CANCELLED);
         } else if stopping {
-            slot.send_cancel();
+            Slot::send_cancel(&slot);
         }
         handle
     }
@@ -242,7 +242,7 @@ impl<P: SchedProcess> Handle<P> {
             topic,
             payload,
         } = package;
-        slot.deliver(from, payload).map_err(|payload| {
+        Slot::deliver(&slot, from, payload).map_err(|payload| {
             let package = Package {
                 from,
                 to,
@@ -380,10 +380,13 @@ impl<P: SchedProcess> Handle<P> {
     /// was handed out by [`allocate_pid`](Handle::allocate_pid) or is still
     /// registered to a completed process (it completed on its own, or
     /// another terminate or shutdown ended it),
-    /// [`TerminateError::UnknownPid`] otherwise.
+    /// [`TerminateError::UnknownPid`] otherwise. A process whose last step
+    /// is ending it counts as completed from the moment it refuses sends
+    /// (a moment before [`Address::is_closed`](crate::Address::is_closed)
+    /// says so): its step's result stands.
     pub fn terminate(&self, pid: Pid) -> Result<(), TerminateError> {
         let registered = match self.core.routes.get(pid) {
-            Some(slot) if slot.force(FORCED_TERMINATED) => return Ok(()),
+            Some(slot) if Slot::force(&slot, FORCED_TERMINATED) => return Ok(()),
             Some(_) => true,
             None => false,
         };

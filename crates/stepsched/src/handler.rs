@@ -157,7 +157,7 @@ pub struct Completer<P: Process + 'static> {
     tag: Tag,
     /// `Slot::wake`, taken where `P: SchedProcess` is known, so that `Drop`
     /// (which cannot ask for more bounds than the type) can call it.
-    wake: fn(&Slot<P>) -> bool,
+    wake: fn(&SlotArc<Slot<P>>) -> bool,
 }
 
 impl<P: SchedProcess> Completer<P> {
@@ -392,7 +392,7 @@ fn deliver<P: Process + 'static>(
     slot: &SlotArc<Slot<P>>,
     tag: Tag,
     result: Result<P::Response, Error>,
-    wake: fn(&Slot<P>) -> bool,
+    wake: fn(&SlotArc<Slot<P>>) -> bool,
 ) -> bool {
     let marker = DISPATCHING.with(Cell::get);
     if marker.slot == SlotArc::as_ptr(slot) as usize {
@@ -429,7 +429,7 @@ fn deliver_queued<P: Process + 'static>(
     slot: &SlotArc<Slot<P>>,
     tag: Tag,
     result: Result<P::Response, Error>,
-    wake: fn(&Slot<P>) -> bool,
+    wake: fn(&SlotArc<Slot<P>>) -> bool,
 ) -> bool {
     let Some(sender) = slot.sender() else {
         return false;

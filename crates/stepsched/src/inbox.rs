@@ -170,10 +170,11 @@ impl<E> Inbox<E> {
     pub(crate) fn seal(&self) -> bool {
         // Acquire on failure: makes the queue's construction visible before
         // we write its flag. Relaxed on success: `SEALED` publishes nothing
-        // (the transition to Complete after us publishes the seal). Every
-        // seal is an RMW on this word or, once a queue is installed (it is
-        // never replaced), on its flag: one of them is first in the word's
-        // or the flag's modification order, and every other sees it.
+        // (the transition to Complete after us publishes the seal). The
+        // pointer changes at most once (null to `SEALED` or to the queue),
+        // so a CAS that fails reads that one value and every sealer takes
+        // the same branch: all race on the pointer's CAS, or all swap the
+        // flag. RMWs on one location are totally ordered: one winner.
         match self.ptr.compare_exchange(
             ptr::null_mut(),
             SEALED as *mut EventQueue<E>,

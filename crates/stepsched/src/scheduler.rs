@@ -13,7 +13,7 @@ use crate::handle::Handle;
 use crate::primitive::sync::Arc;
 use crate::primitive::sync::atomic::{Ordering, fence};
 use crate::shutdown::{Phase, Shared, ShutdownError, ShutdownReport, nothing_more};
-use crate::slot::{Core, FORCED_CANCELLED};
+use crate::slot::{Core, FORCED_CANCELLED, Slot};
 use crate::trace;
 
 /// The scheduler: owns the worker threads. Dereferences to [`Handle`] for
@@ -61,7 +61,9 @@ impl<P: SchedProcess> Scheduler<P> {
     /// submitted before it (or racing it and accepted) has its result; each
     /// was closed once, except one whose step was still running when the
     /// workers were abandoned (`workers_joined` is false): that one is
-    /// closed if and when its step returns.
+    /// closed if and when its step returns; and one that ended on its own
+    /// but whose `close` is still running publishes its result when `close`
+    /// returns.
     ///
     /// Idempotent: a later call, or one racing the first (from here or
     /// from [`Handle::begin_shutdown`]), waits for the first to finish and
@@ -76,6 +78,11 @@ impl<P: SchedProcess> Scheduler<P> {
     /// worker threads (a step or a handler holding the scheduler): that
     /// worker would wait for a shutdown that has to join it. The call
     /// returns at once and starts nothing; the scheduler runs on.
+    /// [`ShutdownError::InShutdown`] if called on the thread running this
+    /// scheduler's shutdown (a process's `close` or a hook): it would wait
+    /// for itself. (Dropping the last `Scheduler` in either place is
+    /// fine: its drop starts the shutdown, or finds it under way, and does
+    /// not wait.)
     ///
     /// ```
     /// # use stepsched::{Context, Error, Events, Process, Status, StepOutput};
@@ -105,6 +112,10 @@ impl<P: SchedProcess> Scheduler<P> {
         if core.pool().current_worker().is_some() {
             trace::debug!("blocking shutdown refused on a worker");
             return Err(ShutdownError::OnWorker);
+        }
+        if running_shutdown_of(core) {
+            trace::debug!("blocking shutdown refused inside the shutdown");
+            return Err(ShutdownError::InShutdown);
         }
         let shared = &core.shared;
         if !shared.shutdown.claim() {
@@ -269,15 +280,53 @@ fn run_detached<P: SchedProcess>(core: Arc<Core<P>>, shared: Arc<Shared>, deadli
     shared.shutdown.finish(report);
 }
 
+#[cfg(not(stepsched_loom))]
+crate::primitive::thread_local! {
+    /// The core whose shutdown this thread is running (its address; 0:
+    /// none): a `Scheduler` dropped or shut down from inside it (a
+    /// process's `close`, a completion or shutdown hook holding the last
+    /// `Scheduler`) must not wait for the shutdown it is part of.
+    static SHUTTING_DOWN: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+// loom's `thread_local!` takes no `const` initializer.
+#[cfg(stepsched_loom)]
+crate::primitive::thread_local! {
+    static SHUTTING_DOWN: std::cell::Cell<usize> = std::cell::Cell::new(0);
+}
+
+/// Whether this thread is running the shutdown of `core`.
+fn running_shutdown_of<P: SchedProcess>(core: &Arc<Core<P>>) -> bool {
+    SHUTTING_DOWN.with(|c| c.get()) == Arc::as_ptr(core) as usize
+}
+
+/// Marks this thread as running `core`'s shutdown until dropped (also on
+/// an unwind), restoring whatever it ran before.
+struct RunningShutdown(usize);
+
+impl RunningShutdown {
+    fn enter<P: SchedProcess>(core: &Arc<Core<P>>) -> Self {
+        RunningShutdown(SHUTTING_DOWN.with(|c| c.replace(Arc::as_ptr(core) as usize)))
+    }
+}
+
+impl Drop for RunningShutdown {
+    fn drop(&mut self) {
+        let previous = self.0;
+        SHUTTING_DOWN.with(|c| c.set(previous));
+    }
+}
+
 /// The shutdown itself; run once per scheduler (the caller claimed it).
 fn shut_down_once<P: SchedProcess>(core: &Arc<Core<P>>, deadline: Duration) -> ShutdownReport {
+    let _running = RunningShutdown::enter(core);
     let mut report = ShutdownReport::default();
     let until = Instant::now() + deadline;
     core.stopping.store(true, Ordering::SeqCst);
     // Pairs with the fence in `submit` (see there).
     fence(Ordering::SeqCst);
     for (_, slot) in core.routes.snapshot() {
-        slot.send_cancel();
+        Slot::send_cancel(&slot);
         report.cancelled += 1;
     }
     {
@@ -299,7 +348,7 @@ fn shut_down_once<P: SchedProcess>(core: &Arc<Core<P>>, deadline: Duration) -> S
     // Pairs with the fence in `submit` (see there).
     fence(Ordering::SeqCst);
     for (_, slot) in core.routes.snapshot() {
-        if slot.force(FORCED_CANCELLED) {
+        if Slot::force(&slot, FORCED_CANCELLED) {
             report.forced += 1;
         }
     }
@@ -310,7 +359,7 @@ fn shut_down_once<P: SchedProcess>(core: &Arc<Core<P>>, deadline: Duration) -> S
     // Publish their results; a worker that returns later closes its
     // process and finds the result already published.
     for (_, slot) in core.routes.snapshot() {
-        if slot.force(FORCED_CANCELLED) {
+        if Slot::force(&slot, FORCED_CANCELLED) {
             report.forced += 1;
         }
         // Only a forced process's result is known here. One that ended
@@ -380,10 +429,13 @@ fn stop_pool<P: SchedProcess>(core: &Arc<Core<P>>, _until: Instant) -> bool {
 impl<P: SchedProcess> Drop for Scheduler<P> {
     fn drop(&mut self) {
         const DEADLINE: Duration = Duration::from_secs(1);
-        if let Err(ShutdownError::OnWorker) = self.shutdown(DEADLINE) {
+        if self.shutdown(DEADLINE).is_err() {
             // On one of our workers: start the shutdown (or find the one
             // under way) on its own thread, which joins this worker once
             // the current run returns; waiting here would hold that run.
+            // Inside the shutdown itself (a process's `close` or a hook
+            // dropped the last `Scheduler`): it is under way on this very
+            // thread, and finishes when the caller returns.
             drop(self.handle.begin_shutdown(DEADLINE));
         }
     }

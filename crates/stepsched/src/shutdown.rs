@@ -42,6 +42,11 @@ pub enum ShutdownError {
     /// started. Use [`Handle::begin_shutdown`](crate::Handle::begin_shutdown)
     /// there.
     OnWorker,
+    /// Called on the thread that is running this scheduler's shutdown (from
+    /// a process's `close`, a completion hook or a shutdown hook): waiting
+    /// for the shutdown there would wait for itself. It is under way, and
+    /// ends when that code returns.
+    InShutdown,
 }
 
 impl fmt::Display for ShutdownError {
@@ -50,6 +55,10 @@ impl fmt::Display for ShutdownError {
             Self::OnWorker => f.write_str(
                 "a blocking shutdown cannot run on one of the scheduler's own workers \
                  (use `Handle::begin_shutdown`)",
+            ),
+            Self::InShutdown => f.write_str(
+                "a blocking shutdown cannot wait for itself: it was called from inside \
+                 the scheduler's shutdown (a close or a hook)",
             ),
         }
     }

@@ -604,23 +604,23 @@ impl<P: Process + 'static> Slot<P> {
     }
 }
 
-/// Every `Slot` lives in a [`SlotArc`] (`Slot::new` makes none other), so
-/// the methods below, which take `&self`, may turn `self` back into the
-/// pointer of that `SlotArc` to take over or release a reference the
-/// caller owns (a parked process's, see `wake` and `force`).
+/// The methods that take over or release a reference to the slot (a
+/// parked process's, see `wake` and `force`), and those that call them,
+/// take the caller's [`SlotArc`] (`this`), whose pointer carries the
+/// provenance of the whole allocation, counts included.
 impl<P: SchedProcess> Slot<P> {
     /// Wakes the process after an event was pushed: the winner queues it.
     /// Returns `false` if the process is complete: the event will never be
     /// stepped.
-    pub(crate) fn wake(&self) -> bool {
-        match self.state.wake() {
+    pub(crate) fn wake(this: &SlotArc<Self>) -> bool {
+        match this.state.wake() {
             Wake::Queue => {
                 // Read before the process is queued: no later park can
                 // have overwritten it (see `parked_as`). Relaxed: ordered
                 // by the state cell, as argued there.
-                let from = self.parked_as.load(Ordering::Relaxed);
-                let current = self.core.pool().current_worker();
-                let (line, owned) = self.core.counter_line(current);
+                let from = this.parked_as.load(Ordering::Relaxed);
+                let current = this.core.pool().current_worker();
+                let (line, owned) = this.core.counter_line(current);
                 let blocked = from == Waiting::Blocked as u8;
                 if blocked {
                     bump(&line.woken_blocked, owned);
@@ -628,26 +628,25 @@ impl<P: SchedProcess> Slot<P> {
                     bump(&line.woken_idle, owned);
                 }
                 trace::debug!(
-                    pid = %self.pid,
+                    pid = %this.pid,
                     from = if blocked { "blocked" } else { "idle" },
                     "process woken"
                 );
                 // SAFETY: a parked (Blocked or Idle) process owns one strong
                 // reference to its slot, left by the run that parked it (see
                 // the end of `Core::run`); the winner of `Queue` is the one
-                // caller that takes it over, for the task it queues. `self`
-                // is the pointer of that `SlotArc` (see the impl's docs).
-                let task = unsafe { SlotArc::from_raw(self) };
-                self.core.schedule(task, current);
+                // caller that takes it over, for the task it queues.
+                let task = unsafe { SlotArc::from_raw(SlotArc::as_ptr(this)) };
+                this.core.schedule(task, current);
                 true
             }
             Wake::Notified => {
-                trace::trace!(pid = %self.pid, "process woken while running");
+                trace::trace!(pid = %this.pid, "process woken while running");
                 true
             }
             Wake::AlreadyReady => true,
             Wake::Complete => {
-                trace::trace!(pid = %self.pid, "wake of a complete process");
+                trace::trace!(pid = %this.pid, "wake of a complete process");
                 false
             }
         }
@@ -657,11 +656,15 @@ impl<P: SchedProcess> Slot<P> {
     /// process; hands the payload back if the process has completed (then
     /// it would never be stepped). The one path of every message send, by
     /// PID or by address.
-    pub(crate) fn deliver(&self, from: Option<Pid>, payload: P::Message) -> Result<(), P::Message> {
+    pub(crate) fn deliver(
+        this: &SlotArc<Self>,
+        from: Option<Pid>,
+        payload: P::Message,
+    ) -> Result<(), P::Message> {
         // A process already complete takes nothing: whoever completed it
         // sealed its queue first (see `inbox`), and the seal is read with
         // the queue pointer, not from the state word the worker writes.
-        let Some(sender) = self.sender() else {
+        let Some(sender) = this.sender() else {
             return Err(payload);
         };
         // Made inside the push, so that it can be built in its slot.
@@ -673,7 +676,7 @@ impl<P: SchedProcess> Slot<P> {
             Ok(()) => {
                 // If the process completed since, the event is dropped with
                 // the rest of its queue, as `Handle::send` documents.
-                self.wake();
+                Slot::wake(this);
                 Ok(())
             }
             Err(e) => Err(e.into_inner().into_message().expect("the event we made")),
@@ -681,17 +684,17 @@ impl<P: SchedProcess> Slot<P> {
     }
 
     /// Sends the shutdown cancel event, once.
-    pub(crate) fn send_cancel(&self) {
+    pub(crate) fn send_cancel(this: &SlotArc<Self>) {
         // Relaxed: only the RMW's atomicity matters (one sender); the
         // event itself is ordered by the queue and the state cell.
-        if self.cancel_sent.swap(true, Ordering::Relaxed) {
+        if this.cancel_sent.swap(true, Ordering::Relaxed) {
             return;
         }
-        self.cancel.cancel();
-        if let Some(sender) = self.sender()
+        this.cancel.cancel();
+        if let Some(sender) = this.sender()
             && sender.push(Event::cancel()).is_ok()
         {
-            self.wake();
+            Slot::wake(this);
         }
     }
 
@@ -832,11 +835,11 @@ impl<P: SchedProcess> Slot<P> {
     ///
     /// If no worker was running it, it is closed and its result published
     /// here; otherwise the worker does both when its step returns.
-    pub(crate) fn force(&self, kind: u8) -> bool {
+    pub(crate) fn force(this: &SlotArc<Self>, kind: u8) -> bool {
         // One forcer per process: the winner's error is the one published.
         // AcqRel: the claim is ordered before our transition below (and
         // read with Acquire by whoever publishes), and a loser sees it.
-        if self
+        if this
             .forced
             .compare_exchange(NOT_FORCED, kind, Ordering::AcqRel, Ordering::Acquire)
             .is_err()
@@ -848,12 +851,12 @@ impl<P: SchedProcess> Slot<P> {
         // send may already have been refused as to a completed process, so
         // its result stands and this forcer gives way (the caller answers
         // `AlreadyComplete`; the claim stays, without `FORCE_WON`).
-        if !self.queue.seal() {
+        if !this.queue.seal() {
             return false;
         }
-        match self.state.force_complete() {
+        match this.state.force_complete() {
             won @ ForceComplete::Won { previous } => {
-                let (line, owned) = self.core.counter_line(None);
+                let (line, owned) = this.core.counter_line(None);
                 let (i, phase) = match previous.phase() {
                     Phase::Ready => (FORCED_READY, "ready"),
                     Phase::Running => (FORCED_RUNNING, "running"),
@@ -862,30 +865,29 @@ impl<P: SchedProcess> Slot<P> {
                 };
                 bump(&line.forced[i], owned);
                 trace::debug!(
-                    pid = %self.pid,
+                    pid = %this.pid,
                     reason = if kind == FORCED_CANCELLED { "cancelled" } else { "terminated" },
                     phase,
                     "process forced to complete"
                 );
                 // Release: a publisher that reads the mark also reads the
                 // claimed kind (same word, earlier in its modification order).
-                self.forced.fetch_or(FORCE_WON, Ordering::Release);
+                this.forced.fetch_or(FORCE_WON, Ordering::Release);
                 // The process learns it at once: a step polling its token
                 // stops, and an idle process's token reads cancelled.
-                self.cancel.cancel();
+                this.cancel.cancel();
                 if won.must_close() {
                     // SAFETY: the previous state was not Running and no
                     // worker can start a Complete process: the body is ours.
-                    unsafe { self.close_body() };
-                    self.finish(Err(self.forced_error()), None);
+                    unsafe { this.close_body() };
+                    this.finish(Err(this.forced_error()), None);
                 }
                 if previous.is_parked() {
                     // SAFETY: the reference the parked process owned (see
                     // `wake`): no waker can take it over any more (the
                     // process is Complete), so it is ours to release; the
                     // caller's own reference keeps the slot alive meanwhile.
-                    // `self` is the pointer of the `SlotArc` (impl docs).
-                    unsafe { SlotArc::decrement_strong_count(self) };
+                    unsafe { SlotArc::decrement_strong_count(SlotArc::as_ptr(this)) };
                 }
                 true
             }

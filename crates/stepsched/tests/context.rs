@@ -367,3 +367,42 @@ fn an_inner_process_sends_and_upgrades_through_the_outer_context() {
     // 3 counting down, then 2 more after the upgrade.
     assert_eq!(join.join(), Ok(5));
 }
+
+/// A group one of whose PIDs is taken (by a process submitted under a PID
+/// the caller chose) is refused whole: every member handed back,
+/// initialized and closed, none left registered, every place given back.
+#[test]
+fn a_group_with_a_taken_pid_is_handed_back_and_gives_its_places_back() {
+    let s = Builder::new().workers(1).max_processes(4).build().unwrap();
+    let probe = Probe::new();
+    let last = s.allocate_pid();
+    // The group's second member will get this PID.
+    let taken = Pid::new(last.node(), last.number() + 2);
+    let squatter = s
+        .submit(taken, idle_until_message(&probe), "main", 0)
+        .unwrap();
+    match s.submit_group(3, "main", |_| (done_at_once(&probe, 0), 0)) {
+        Err(SubmitError::DuplicatePid(pid, back)) => {
+            assert_eq!(pid, taken);
+            assert_eq!(back.len(), 3, "every member is handed back");
+        }
+        other => panic!("expected DuplicatePid, got {:?}", other.map(|v| v.len())),
+    }
+    let first = Pid::new(last.node(), last.number() + 1);
+    assert!(!s.contains(first), "the member routed first was unrouted");
+    assert_eq!(
+        probe.counts().inits,
+        4,
+        "the squatter and the three members"
+    );
+    assert_eq!(probe.counts().closes, 3, "the three members were closed");
+    // Three places are free again beside the squatter's.
+    let three = s
+        .submit_group(3, "main", |_| (done_at_once(&probe, 1), 0))
+        .unwrap();
+    for j in three {
+        assert_eq!(join(j), Ok(1));
+    }
+    s.send(taken, 9).unwrap();
+    assert_eq!(join(squatter), Ok(9));
+}

@@ -476,3 +476,35 @@ fn dropping_the_last_scheduler_in_a_step_does_not_run_the_shutdown_there() {
     assert_eq!(join(h), Err(Error::Cancelled));
     probe.wait_closed(1);
 }
+
+/// The last `Scheduler`, held by a shutdown hook, is dropped on the thread
+/// running the shutdown (when the hook is): its drop must not wait for the
+/// shutdown it is part of. (It waited for itself forever: the shutdown
+/// never finished and its workers never stopped.)
+#[test]
+fn the_last_scheduler_dropped_inside_its_own_shutdown_does_not_wait_for_it() {
+    let holder: Arc<Mutex<Option<Arc<Sched>>>> = Arc::default();
+    let held = holder.clone();
+    let (ran, hook_ran) = channel();
+    let s = Arc::new(
+        Builder::new()
+            .workers(1)
+            .on_shutdown(move || {
+                // Dropped here, at the end of the hook: the last reference.
+                let last = held.lock().unwrap().take();
+                ran.send(()).unwrap();
+                drop(last);
+            })
+            .build()
+            .unwrap(),
+    );
+    let handle = s.handle();
+    *holder.lock().unwrap() = Some(s);
+    let (tx, rx) = channel();
+    thread::spawn(move || tx.send(handle.begin_shutdown(Duration::from_millis(50)).wait()));
+    hook_ran.recv_timeout(HANG).expect("the shutdown hook ran");
+    let report = rx
+        .recv_timeout(HANG)
+        .expect("the shutdown finished although its scheduler was dropped inside it");
+    assert!(report.workers_joined);
+}
