@@ -2,7 +2,8 @@
 //! that completes at once, and the resume) from a Lua process, beside the
 //! same from a Rust process on the same scheduler (one worker, the same
 //! handler); and the memory of an idle Lua process (waiting in `receive()`),
-//! measured by a counting global allocator.
+//! measured by a counting global allocator. The Lua processes run in the
+//! default sandbox, with its memory limit and step budget on.
 //!
 //! ```sh
 //! nice -n 19 cargo bench -p stepsched-benches --bench lua -- --quick

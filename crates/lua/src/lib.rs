@@ -1,16 +1,17 @@
-//! Lua scripts as [`stepsched`] processes.
+//! Lua scripts as [`stepsched`] processes, in a sandbox.
 //!
-//! A [`Script`] is compiled once and shared (`Arc<Script>`); each
-//! [`LuaProcess`] gets a fresh Lua 5.4 state, loads the script's bytecode
-//! and runs the global function named by its method in a coroutine. Inside
-//! the script:
+//! A [`Script`] is compiled once and shared (`Arc<Script>`) with the
+//! [`Sandbox`] it runs in; each [`LuaProcess`] gets a fresh Lua 5.4 state
+//! set up by that sandbox, runs the script's top-level code and then the
+//! global function named by its method in a coroutine. Inside the script:
 //!
 //! | Lua | what it does |
 //! |---|---|
-//! | `local r = yield_cmd("name", args)` | yields the command `name` to the Rust handler registered under that name; the completion resumes the coroutine with its value, or raises a Lua error with the handler's message |
+//! | `local r = yield_cmd("name", args)` | yields the command `name` to the Rust handler registered under that name; the completion resumes the coroutine with its value, or raises a Lua error with the handler's message at the script's line |
 //! | `local msg, from = receive()` | waits (status `Idle`) for a message; `from` is the sender's PID or `nil` |
 //! | `send(pid, value)` | sends `value` to any process on the scheduler, Lua or Rust |
 //! | `self()` | this process's PID |
+//! | `require(name)` | a module the host provided ([`Sandbox::with_module`]) |
 //! | `return value` | ends the process with that value |
 //!
 //! A PID appears in Lua as its string form, `"<node.number>"` (what
@@ -18,14 +19,32 @@
 //! [`Value`]; functions, userdata, threads and tables nested deeper than
 //! [`MAX_DEPTH`] are refused with an error, never a panic.
 //!
-//! `send`, `receive`, `yield_cmd` are coroutine yields, so a loop through any
-//! of them is stopped by `terminate` or shutdown between steps. A loop that
-//! never calls them keeps its worker (the scheduler cannot preempt a step),
-//! but an instruction-count hook looks at the process's cancel token every
-//! [`HOOK_INSTRUCTIONS`] Lua instructions and raises a Lua error once it is
-//! cancelled, so `terminate` stops it too. What nothing stops: a single
-//! long call into C or Rust (a huge `string.rep`, a blocking handler run
-//! inline), and a script that catches the error with `pcall` and loops on.
+//! # The sandbox
+//!
+//! By default a script sees Lua's base functions (without `dofile`,
+//! `loadfile`, `print`, `warn`; `load` of text only; `setmetatable`
+//! without `__gc`), `coroutine`, `string` (without `dump`), `table`,
+//! `math`, `utf8` and `os.time`, `os.clock`, `os.date`: no files, no
+//! commands, no environment, no `debug`, no bytecode. [`Sandbox::allow`]
+//! adds what reaches outside ([`Lib`]), [`Sandbox::with_module`] gives
+//! scripts libraries. The crate's README lists what a script can still
+//! reach.
+//!
+//! # Limits
+//!
+//! Each process's Lua state may hold at most [`Sandbox::memory_limit`]
+//! bytes ([`DEFAULT_MEMORY_LIMIT`]), and each step may run for at most
+//! [`Sandbox::step_time`] ([`DEFAULT_STEP_TIME`]). `send`, `receive`,
+//! `yield_cmd` end a step; a loop that never calls them keeps its worker
+//! (the scheduler cannot preempt a step), but an instruction-count hook
+//! every [`HOOK_INSTRUCTIONS`] instructions, and a check at every call into
+//! the standard library, look at the process's cancel token and its step's
+//! clock: `terminate`, shutdown and the budget stop such a loop, and once
+//! they have, every later check raises again and `pcall` and its kin raise
+//! it again when they return, so a script cannot catch its way past them.
+//! A process stopped by shutdown ends with [`Error::Cancelled`]. What
+//! nothing stops: one long call into Lua's C library (pattern matching on
+//! long strings) or into a host function.
 //!
 //! The process's logic is generic over the scheduler's process type
 //! ([`LuaProcess::init_in`], [`LuaProcess::step_in`]), so Lua and Rust
@@ -41,6 +60,7 @@ pub struct ReadmeDoctests;
 
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::fmt;
+use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
@@ -48,12 +68,20 @@ use std::time::{Duration, Instant};
 
 use mlua::chunk::ChunkMode;
 use mlua::thread::ThreadStatus;
-use mlua::{HookTriggers, Lua, MultiValue, VmState};
+use mlua::{Lua, LuaOptions, MultiValue, StdLib};
 use stepsched::{
     Builder, Command, Completer, Context, Error, Event, Events, Pid, Process, Status, StepOutput,
 };
 
-/// How many Lua instructions run between two looks at the cancel token.
+mod guard;
+mod sandbox;
+
+use guard::{Doom, Guard, Install};
+use sandbox::ModuleKind;
+pub use sandbox::{DEFAULT_MEMORY_LIMIT, DEFAULT_STEP_TIME, Lib, Module, Sandbox};
+
+/// How many Lua instructions run between two looks of the count hook at
+/// the process's guard (its cancel token and its step's time budget).
 pub const HOOK_INSTRUCTIONS: u32 = 10_000;
 
 /// How deeply tables may nest when they cross between Lua and Rust.
@@ -223,29 +251,53 @@ impl Command for LuaCommand {
     }
 }
 
-/// A compiled script, shared by every process that runs it.
+/// A compiled script and the [`Sandbox`] it runs in, shared by every
+/// process that runs it.
 #[derive(Debug)]
 pub struct Script {
     name: String,
+    chunk: String,
     bytecode: Vec<u8>,
+    sandbox: Sandbox,
+}
+
+/// Compiles `source` as text under the chunk name `@name`: the chunk name
+/// and the bytecode, or the syntax error as [`Error::Failed`].
+fn compile(name: &str, source: &str) -> Result<(String, Vec<u8>), Error> {
+    let lua = Lua::new_with(StdLib::NONE, LuaOptions::default())
+        .map_err(|e| Error::failed(lua_message(&e)))?;
+    let chunk = format!("@{name}");
+    let f = lua
+        .load(source)
+        .set_name(chunk.clone())
+        .set_mode(ChunkMode::Text)
+        .into_function()
+        .map_err(|e| Error::failed(lua_message(&e)))?;
+    Ok((chunk, f.dump(false)))
 }
 
 impl Script {
-    /// Compiles `source`; `name` appears in error messages
-    /// (`name:line: message`; Lua shows at most the last 57 bytes of a
-    /// longer name, after `...`). A syntax error is returned as
-    /// [`Error::Failed`] naming the script and line.
+    /// Compiles `source` to run in the default [`Sandbox`]; `name` appears
+    /// in error messages (`name:line: message`; Lua shows at most the last
+    /// 57 bytes of a longer name, after `...`). A syntax error is returned
+    /// as [`Error::Failed`] naming the script and line.
     pub fn new(name: impl Into<String>, source: &str) -> Result<Arc<Self>, Error> {
+        Self::with_sandbox(name, source, Sandbox::default())
+    }
+
+    /// Compiles `source` (as [`Script::new`]) to run in `sandbox`.
+    pub fn with_sandbox(
+        name: impl Into<String>,
+        source: &str,
+        sandbox: Sandbox,
+    ) -> Result<Arc<Self>, Error> {
         let name = name.into();
-        let lua = Lua::new();
-        let f = lua
-            .load(source)
-            .set_name(format!("@{name}"))
-            .into_function()
-            .map_err(|e| Error::failed(lua_message(&e)))?;
+        let (chunk, bytecode) = compile(&name, source)?;
         Ok(Arc::new(Script {
             name,
-            bytecode: f.dump(false),
+            chunk,
+            bytecode,
+            sandbox,
         }))
     }
 
@@ -253,21 +305,43 @@ impl Script {
     pub fn name(&self) -> &str {
         &self.name
     }
-}
 
-const PRELUDE: &str = r#"
-local yield = coroutine.yield
-function yield_cmd(name, args)
-  local ok, r = yield("cmd", name, args)
-  if not ok then error(r, 2) end
-  return r
-end
-function receive() return yield("recv") end
-function send(pid, value)
-  local ok, r = yield("send", pid, value)
-  if not ok then error(r, 2) end
-end
-"#;
+    /// The sandbox its processes run in.
+    pub fn sandbox(&self) -> &Sandbox {
+        &self.sandbox
+    }
+
+    /// The error of a process whose Lua code failed with `e`, or whose
+    /// guard is doomed.
+    fn error(&self, doom: Option<Doom>, e: Option<&mlua::Error>) -> Error {
+        match doom {
+            Some(Doom::Cancelled) | Some(Doom::Closing) => Error::Cancelled,
+            Some(Doom::OverBudget) => Error::failed(format!(
+                "{}: a step ran past its time budget of {:?}",
+                self.name,
+                self.sandbox.step_time().unwrap_or_default()
+            )),
+            None => {
+                let Some(e) = e else {
+                    return Error::failed(format!("{}: stopped", self.name));
+                };
+                let msg = lua_message(e);
+                match self.sandbox.memory_limit() {
+                    Some(limit)
+                        if matches!(e, mlua::Error::MemoryError(_))
+                            || msg.ends_with("not enough memory") =>
+                    {
+                        Error::failed(format!(
+                            "{}: the memory limit of {limit} bytes was exceeded ({msg})",
+                            self.name
+                        ))
+                    }
+                    _ => Error::failed(msg),
+                }
+            }
+        }
+    }
+}
 
 /// What a Lua process is waiting for.
 #[derive(Debug)]
@@ -286,12 +360,24 @@ pub struct LuaProcess {
     state: Option<Running>,
 }
 
+/// A started process. Its fields drop in order after `Drop::drop` has
+/// doomed the guard: the Lua state first, the guard its C functions point
+/// to last.
 struct Running {
     lua: Lua,
     thread: mlua::Thread,
     wait: Wait,
     mailbox: VecDeque<(Value, Option<Pid>)>,
     next_tag: u64,
+    guard: Box<Guard>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        // Lua code that runs while the state closes (a `__close` handler)
+        // raises at its first check instead of running on.
+        self.guard.close();
+    }
 }
 
 impl fmt::Debug for LuaProcess {
@@ -311,6 +397,14 @@ fn lua_message(e: &mlua::Error) -> String {
     }
 }
 
+/// Two seeds for `math.randomseed` no script can predict.
+fn random_seeds(pid: &str) -> (i64, i64) {
+    let s = RandomState::new();
+    let a = s.hash_one(pid);
+    let b = s.hash_one(a);
+    (a as i64, b as i64)
+}
+
 impl LuaProcess {
     /// A process that will run `script`; `init` starts it.
     pub fn new(script: Arc<Script>) -> Self {
@@ -320,9 +414,11 @@ impl LuaProcess {
         }
     }
 
-    /// `init` for any process type whose Lua variant this is: loads the
-    /// script into a fresh Lua state and prepares a coroutine at the
-    /// global function `method` ([`Error::UnknownMethod`] if there is none).
+    /// `init` for any process type whose Lua variant this is: sets up a
+    /// fresh Lua state in the script's [`Sandbox`], runs the script's
+    /// top-level code (under the step budget) and prepares a coroutine at
+    /// the global function `method` ([`Error::UnknownMethod`] if there is
+    /// none).
     pub fn init_in<P>(
         &mut self,
         ctx: &Context<'_, P>,
@@ -332,49 +428,68 @@ impl LuaProcess {
     where
         P: Process,
     {
+        let script = &*self.script;
+        let sandbox = &script.sandbox;
         let fail = |e: mlua::Error| Error::failed(lua_message(&e));
-        let lua = Lua::new();
-        lua.load(PRELUDE)
-            .set_name("=prelude")
-            .exec()
-            .map_err(fail)?;
+        let mut libs =
+            StdLib::COROUTINE | StdLib::TABLE | StdLib::STRING | StdLib::UTF8 | StdLib::MATH;
+        if sandbox.allows(Lib::Os) {
+            libs |= StdLib::OS;
+        }
+        if sandbox.allows(Lib::Io) {
+            libs |= StdLib::IO;
+        }
+        // Declared before the state, so it drops after it: the state's C
+        // functions point to it.
+        let guard = Box::new(Guard::new(ctx.cancel_token().clone(), sandbox.step_time()));
+        let lua = Lua::new_with(libs, LuaOptions::default()).map_err(fail)?;
         let pid = ctx.pid().to_string();
-        lua.load(format!("local p = {pid:?}; function self() return p end"))
-            .set_name("=prelude")
-            .exec()
-            .map_err(fail)?;
-        lua.load(&self.script.bytecode[..])
+        guard::install(
+            &lua,
+            &Install {
+                guard: &guard,
+                pid: &pid,
+                print: sandbox.allows(Lib::Print),
+                os_subset: !sandbox.allows(Lib::Os),
+                seeds: random_seeds(&pid),
+            },
+        )
+        .map_err(fail)?;
+        if !sandbox.modules().is_empty() {
+            install_modules(&lua, sandbox).map_err(fail)?;
+        }
+        if let Some(limit) = sandbox.memory_limit() {
+            lua.set_memory_limit(limit).map_err(fail)?;
+        }
+        // The chunk's top-level code runs under the guard like a step. The
+        // bytecode is what `compile` made from source, never bytecode the
+        // host was handed.
+        guard.begin_step();
+        let loaded = lua
+            .load(&script.bytecode[..])
             .set_mode(ChunkMode::Binary)
-            .set_name(format!("@{}", self.script.name))
-            .exec()
-            .map_err(fail)?;
+            .set_name(script.chunk.as_str())
+            .exec();
+        if let Err(e) = loaded {
+            return Err(script.error(guard.doom(), Some(&e)));
+        }
+        if let Some(d) = guard.doom() {
+            return Err(script.error(Some(d), None));
+        }
         let f = match lua.globals().get::<mlua::Value>(method).map_err(fail)? {
             mlua::Value::Function(f) => f,
             _ => return Err(Error::UnknownMethod(method.to_string())),
         };
-        // Every HOOK_INSTRUCTIONS instructions the state looks at the
-        // process's cancel token, so terminate and shutdown also stop a
-        // loop that never yields. The hook is set before the coroutine is
-        // made: a thread takes its hook from the state when it is created.
-        let token = ctx.cancel_token().clone();
-        lua.set_global_hook(
-            HookTriggers::new().every_nth_instruction(HOOK_INSTRUCTIONS),
-            move |_, _| {
-                if token.is_cancelled() {
-                    Err(mlua::Error::RuntimeError("cancelled".into()))
-                } else {
-                    Ok(VmState::Continue)
-                }
-            },
-        )
-        .map_err(fail)?;
-        let thread = lua.create_thread(f).map_err(fail)?;
+        // The thread takes the hook `install` set on the main thread.
+        let main = guard::main_function(&lua, f).map_err(fail)?;
+        let thread = lua.create_thread(main).map_err(fail)?;
         self.state = Some(Running {
             lua,
             thread,
             wait: Wait::Start(input),
             mailbox: VecDeque::new(),
             next_tag: 0,
+            guard,
         });
         Ok(())
     }
@@ -393,6 +508,7 @@ impl LuaProcess {
         let Some(run) = self.state.as_mut() else {
             return Err(Error::failed("stepped before init"));
         };
+        let script = &*self.script;
         let mut completion = None;
         for event in events {
             match event {
@@ -406,7 +522,7 @@ impl LuaProcess {
             }
         }
         let lua = &run.lua;
-        let conv = |e: ValueError| Error::failed(format!("{}: {e}", self.script.name));
+        let conv = |e: ValueError| Error::failed(format!("{}: {e}", script.name));
         let mut args: MultiValue = match std::mem::replace(&mut run.wait, Wait::Recv) {
             Wait::Start(input) => MultiValue::from_iter([input.to_lua(lua).map_err(conv)?]),
             Wait::Cmd(tag) => match completion {
@@ -440,11 +556,15 @@ impl LuaProcess {
                 ]),
             },
         };
+        run.guard.begin_step();
         loop {
-            let yielded = run
-                .thread
-                .resume::<MultiValue>(args)
-                .map_err(|e| Error::failed(lua_message(&e)))?;
+            let resumed = run.thread.resume::<MultiValue>(args);
+            // A doomed guard ends the process whatever the script did with
+            // the error (caught it, returned, yielded).
+            if let Some(d) = run.guard.doom() {
+                return Err(script.error(Some(d), resumed.as_ref().err()));
+            }
+            let yielded = resumed.map_err(|e| script.error(None, Some(&e)))?;
             if run.thread.status() != ThreadStatus::Resumable {
                 let v = yielded.into_iter().next().unwrap_or(mlua::Value::Nil);
                 out.set_status(Status::Done(Value::from_lua(&v).map_err(conv)?));
@@ -457,7 +577,7 @@ impl LuaProcess {
                 other => {
                     return Err(Error::failed(format!(
                         "{}: coroutine.yield({other:?}) outside yield_cmd/receive/send",
-                        self.script.name
+                        script.name
                     )));
                 }
             };
@@ -515,13 +635,40 @@ impl LuaProcess {
                 other => {
                     return Err(Error::failed(format!(
                         "{}: coroutine.yield({:?}) outside yield_cmd/receive/send",
-                        self.script.name,
+                        script.name,
                         String::from_utf8_lossy(other)
                     )));
                 }
             }
         }
     }
+}
+
+/// Puts the loaders of the sandbox's modules into the registry table
+/// `require` reads.
+fn install_modules(lua: &Lua, sandbox: &Sandbox) -> mlua::Result<()> {
+    let loaders = lua.create_table()?;
+    for (name, module) in sandbox.modules() {
+        let loader = match &module.0 {
+            ModuleKind::Lua { chunk, bytecode } => {
+                let (chunk, bytecode) = (chunk.clone(), Arc::clone(bytecode));
+                // Bytecode `Module::lua` compiled from source.
+                lua.create_function(move |lua, name: mlua::Value| {
+                    lua.load(&bytecode[..])
+                        .set_mode(ChunkMode::Binary)
+                        .set_name(chunk.as_str())
+                        .call::<mlua::Value>(name)
+                })?
+            }
+            ModuleKind::Rust(build) => {
+                let build = Arc::clone(build);
+                lua.create_function(move |lua, _: mlua::Value| build(lua))?
+            }
+        };
+        loaders.raw_set(name.as_str(), loader)?;
+    }
+    let key = guard::MODULES.to_str().unwrap_or("stepsched.modules");
+    lua.set_named_registry_value(key, loaders)
 }
 
 fn err_args(lua: &Lua, msg: &str) -> Result<MultiValue, Error> {

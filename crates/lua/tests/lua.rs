@@ -6,7 +6,7 @@ use stepsched::{
     Builder, Completer, Context, Error, Event, Events, Pid, Process, Scheduler, Status, StepOutput,
     SubmitError,
 };
-use stepsched_lua::{LuaCommand, LuaProcess, Script, Value, host_handlers};
+use stepsched_lua::{LuaCommand, LuaProcess, Sandbox, Script, Value, host_handlers};
 
 mod common;
 use common::{done, script, table};
@@ -123,10 +123,13 @@ fn terminate_stops_a_pure_cpu_loop() {
         })
         .build()
         .unwrap();
-    let src = script(
+    // No step budget: only the terminate ends the loop.
+    let src = Script::with_sandbox(
         "spin.lua",
         "function main() yield_cmd('noop') local i = 0 while true do i = i + 1 end end",
-    );
+        Sandbox::new().with_step_time(None),
+    )
+    .unwrap();
     let pid = s.allocate_pid();
     let h = s
         .submit(pid, LuaProcess::new(src), "main", Value::Nil)
@@ -181,7 +184,7 @@ fn a_function_cannot_be_sent() {
         function main()
           local ok, err = pcall(send, self(), function() end)
           assert(not ok)
-          local ok2, err2 = pcall(yield_cmd, "noop", {f = print})
+          local ok2, err2 = pcall(yield_cmd, "noop", {f = tostring})
           assert(not ok2)
           return err .. " | " .. err2
         end
@@ -199,7 +202,7 @@ fn a_function_cannot_be_sent() {
 #[test]
 fn returning_a_function_is_an_error_not_a_panic() {
     let s = lua_only(1);
-    let src = script("ret.lua", "function main() return print end");
+    let src = script("ret.lua", "function main() return tostring end");
     let h = s
         .submit(s.allocate_pid(), LuaProcess::new(src), "main", Value::Nil)
         .unwrap();

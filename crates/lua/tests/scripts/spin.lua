@@ -1,0 +1,4 @@
+-- Never yields: only the step budget (or a timeout) ends it.
+function main()
+  while true do end
+end
