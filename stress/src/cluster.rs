@@ -93,6 +93,9 @@ impl Process for Collector {
     }
 }
 
+/// The key every node of the stress cluster tags its frames with.
+const CLUSTER_KEY: &[u8] = b"stepsched-stress-cluster-key";
+
 pub(crate) fn run(opts: &Opts) -> Result<Outcome, String> {
     let server = NatsServer::start().map_err(|e| e.to_string())?;
     let letters = Arc::new(AtomicU64::new(0));
@@ -101,12 +104,21 @@ pub(crate) fn run(opts: &Opts) -> Result<Outcome, String> {
             let letters = letters.clone();
             let config = NodeConfig::new(n, server.url())
                 .prefix("stress")
+                // Every node of the cluster shares the key that tags its
+                // frames.
+                .cluster_key(CLUSTER_KEY)
                 .on_dead_letter(move |_| {
                     letters.fetch_add(1, Ordering::Relaxed);
                 });
             Node::start(Scheduler::builder().workers(1), config).map_err(|e| e.to_string())
         })
         .collect::<Result<_, _>>()?;
+    // Each node has its processes (none yet: the collectors are submitted
+    // below, and a message for one not yet submitted is a dead letter,
+    // which the run counts): it may be announced.
+    for a in &nodes {
+        a.announce().map_err(|e| e.to_string())?;
+    }
     for a in &nodes {
         for n in 1..=NODES {
             if !a.wait_for(n, WAIT) {

@@ -2,8 +2,11 @@
 //! the same run on the same server.
 //!
 //! ```text
-//! cargo run --release -p stepsched-nats --example pingpong [-- ROUND_TRIPS WINDOW]
+//! cargo run --release -p stepsched-nats --example pingpong [-- ROUND_TRIPS WINDOW] [--no-key]
 //! ```
+//!
+//! The nodes share a cluster key (every frame tagged with keyed BLAKE3);
+//! `--no-key` runs them without one, to measure what the tag costs.
 //!
 //! Latency: round trips one at a time (a process on node 1 pings an echo
 //! process on node 2, which answers through its link); raw: a
@@ -85,7 +88,8 @@ fn report(name: &str, mut lat: Vec<Duration>, window: usize, trips: usize, took:
 }
 
 fn main() {
-    let mut args = std::env::args().skip(1);
+    let no_key = std::env::args().any(|a| a == "--no-key");
+    let mut args = std::env::args().skip(1).filter(|a| a != "--no-key");
     let trips: usize = args
         .next()
         .map_or(20_000, |a| a.parse().expect("ROUND_TRIPS"));
@@ -94,12 +98,25 @@ fn main() {
     println!("nats-server at {}; {trips} round trips", server.url());
 
     // --- stepsched-nats: two nodes, an echo on node 2.
+    println!(
+        "frames {}",
+        if no_key {
+            "untagged (--no-key)"
+        } else {
+            "tagged (keyed BLAKE3, cluster key)"
+        }
+    );
     let start = |n| {
-        Node::start(
-            Scheduler::<Proc>::builder().workers(1),
-            NodeConfig::new(n, server.url()).prefix("bench"),
-        )
-        .expect("node starts")
+        let config = NodeConfig::new(n, server.url()).prefix("bench");
+        let config = if no_key {
+            config.insecure_no_cluster_key()
+        } else {
+            config.cluster_key("pingpong example cluster key, 32+ bytes")
+        };
+        let node =
+            Node::start(Scheduler::<Proc>::builder().workers(1), config).expect("node starts");
+        node.announce().expect("node announced");
+        node
     };
     let (a, b) = (start(1), start(2));
     assert!(a.wait_for(2, Duration::from_secs(10)) && b.wait_for(1, Duration::from_secs(10)));
@@ -165,8 +182,11 @@ fn main() {
                 let _ = echo_back.publish("raw.back", m.payload).await;
             }
         });
-        responder.flush().await.unwrap();
         let payload = || 7u64.to_le_bytes().to_vec().into();
+        // A request from the responder's own connection comes back only
+        // once the server has its subscriptions (a flush does not wait for
+        // that): the requester's first request cannot find "no responders".
+        responder.request("raw.req", payload()).await.unwrap();
         for _ in 0..1000 {
             requester.request("raw.req", payload()).await.unwrap();
         }

@@ -1,6 +1,7 @@
 //! [`NodeConfig`]: where a node connects and how it watches its peers.
 
 use std::fmt;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,6 +17,7 @@ pub(crate) type DeadLetterHook = Arc<dyn Fn(DeadLetter) + Send + Sync>;
 /// use stepsched_nats::NodeConfig;
 ///
 /// let config = NodeConfig::new(1, "nats://127.0.0.1:4222")
+///     .cluster_key(b"32 random bytes, the same on all!")
 ///     .prefix("shop")
 ///     .heartbeat(Duration::from_millis(100))
 ///     .member_timeout(Duration::from_millis(500));
@@ -36,6 +38,35 @@ pub struct NodeConfig {
     pub(crate) reconnect_delay: Duration,
     pub(crate) inbox_capacity: usize,
     pub(crate) on_dead_letter: Option<DeadLetterHook>,
+    pub(crate) auth: Auth,
+    pub(crate) key: ClusterKey,
+}
+
+/// How the node proves who it is to the NATS server, and how it checks
+/// the server (TLS). Secrets are never printed by `Debug`.
+#[derive(Clone, Default)]
+pub(crate) struct Auth {
+    pub(crate) user_password: Option<(String, String)>,
+    pub(crate) token: Option<String>,
+    pub(crate) nkey_seed: Option<String>,
+    pub(crate) credentials_file: Option<PathBuf>,
+    pub(crate) root_certificates: Vec<PathBuf>,
+    pub(crate) client_certificate: Option<(PathBuf, PathBuf)>,
+    pub(crate) require_tls: bool,
+}
+
+/// The cluster key: set, explicitly refused, or not chosen (which
+/// `Node::start` refuses).
+#[derive(Clone, Default)]
+pub(crate) enum ClusterKey {
+    /// Not chosen: `Node::start` fails with `StartError::Config`.
+    #[default]
+    Unset,
+    /// Frames are tagged under this key (derived from the configured
+    /// material, whose length is kept to check it at start).
+    Key(crate::frame::TagKey, usize),
+    /// Frames are not tagged ([`NodeConfig::insecure_no_cluster_key`]).
+    Insecure,
 }
 
 impl fmt::Debug for NodeConfig {
@@ -46,6 +77,15 @@ impl fmt::Debug for NodeConfig {
             .field("prefix", &self.prefix)
             .field("heartbeat", &self.heartbeat)
             .field("member_timeout", &self.member_timeout)
+            .field(
+                "cluster_key",
+                &match self.key {
+                    ClusterKey::Unset => "unset",
+                    ClusterKey::Key(..) => "set",
+                    ClusterKey::Insecure => "insecure (none)",
+                },
+            )
+            .field("require_tls", &self.auth.require_tls)
             .finish_non_exhaustive()
     }
 }
@@ -58,7 +98,11 @@ impl NodeConfig {
     /// peer unreachable after 1 s without one, 2 s to connect, a send
     /// waits at most 1 s on a full outbound queue of 65 536 frames, and a
     /// lost connection is retried every 100 ms to 1 s, and the reader's
-    /// buffer holds up to 2<sup>20</sup> frames.
+    /// buffer holds up to 2<sup>20</sup> frames. No credentials, no TLS
+    /// unless the URL or the server asks for it, and no cluster key
+    /// chosen: set [`cluster_key`](Self::cluster_key) (or, on a trusted
+    /// server, [`insecure_no_cluster_key`](Self::insecure_no_cluster_key))
+    /// or [`Node::start`](crate::Node::start) refuses to start.
     pub fn new(node: u32, url: impl Into<String>) -> Self {
         NodeConfig {
             node,
@@ -72,7 +116,92 @@ impl NodeConfig {
             reconnect_delay: Duration::from_secs(1),
             inbox_capacity: 1 << 20,
             on_dead_letter: None,
+            auth: Auth::default(),
+            key: ClusterKey::Unset,
         }
+    }
+
+    /// The cluster key: every frame this node sends carries a keyed
+    /// BLAKE3 tag under it (16 bytes), and every frame it receives
+    /// without a valid one is dropped and counted
+    /// ([`NodeStats::unauthenticated`](crate::NodeStats::unauthenticated)),
+    /// never delivered and never taken into the duplicate and gap
+    /// accounting. Every node of a cluster needs the same key; at least
+    /// 16 bytes (32 random bytes recommended), else
+    /// [`Node::start`](crate::Node::start) fails with
+    /// [`StartError::Config`](crate::StartError::Config).
+    ///
+    /// A node needs either a key or
+    /// [`insecure_no_cluster_key`](Self::insecure_no_cluster_key).
+    pub fn cluster_key(mut self, key: impl AsRef<[u8]>) -> Self {
+        let key = key.as_ref();
+        self.key = ClusterKey::Key(crate::frame::tag_key(key), key.len());
+        self
+    }
+
+    /// Runs without a cluster key: frames are not tagged, and any client
+    /// that may publish on the cluster's subjects can forge messages,
+    /// senders, sequence numbers and membership (see the README,
+    /// "Security"). For a trusted server only, such as a test's loopback
+    /// one.
+    pub fn insecure_no_cluster_key(mut self) -> Self {
+        self.key = ClusterKey::Insecure;
+        self
+    }
+
+    /// Authenticates to the server with a user name and password. A
+    /// `nats://user:password@host` URL does the same.
+    pub fn user_password(mut self, user: impl Into<String>, password: impl Into<String>) -> Self {
+        self.auth.user_password = Some((user.into(), password.into()));
+        self
+    }
+
+    /// Authenticates to the server with a token. A `nats://token@host`
+    /// URL does the same.
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        self.auth.token = Some(token.into());
+        self
+    }
+
+    /// Authenticates to the server with an NKey seed (`SU...`): the node
+    /// signs the server's nonce with it.
+    pub fn nkey(mut self, seed: impl Into<String>) -> Self {
+        self.auth.nkey_seed = Some(seed.into());
+        self
+    }
+
+    /// Authenticates to the server with a credentials file (a user JWT and
+    /// its NKey seed, as `nsc` writes them). Read at start; an unreadable
+    /// file is a [`StartError::Config`](crate::StartError::Config).
+    pub fn credentials_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.auth.credentials_file = Some(path.into());
+        self
+    }
+
+    /// Trusts the CA certificates in this PEM file for the server's TLS
+    /// certificate (in addition to the system's roots). Can be given more
+    /// than once.
+    pub fn tls_root_certificates(mut self, pem: impl Into<PathBuf>) -> Self {
+        self.auth.root_certificates.push(pem.into());
+        self
+    }
+
+    /// Presents this client certificate and key (PEM files) to a server
+    /// that verifies clients (mutual TLS).
+    pub fn tls_client_certificate(
+        mut self,
+        cert: impl Into<PathBuf>,
+        key: impl Into<PathBuf>,
+    ) -> Self {
+        self.auth.client_certificate = Some((cert.into(), key.into()));
+        self
+    }
+
+    /// Refuses to connect without TLS, even to a server that does not ask
+    /// for it. Also implied by a `tls://` URL.
+    pub fn require_tls(mut self, required: bool) -> Self {
+        self.auth.require_tls = required;
+        self
     }
 
     /// The node number.

@@ -190,6 +190,16 @@ pub enum StartError {
     /// Subscribing to the node's subjects, or the first announcement,
     /// failed or timed out.
     Subscribe(String),
+    /// The configuration cannot be used: no cluster key chosen, a key
+    /// shorter than 16 bytes, an unreadable credentials file.
+    Config(String),
+    /// Another node already has this node's number: something answered,
+    /// or listened without answering, on the node's subject (within half
+    /// the connect timeout). Two nodes with one number would split its
+    /// messages. A node whose machine died without closing its connection
+    /// holds the number until the server drops that connection (its ping
+    /// timeout, 2 minutes by default).
+    NodeTaken(u32),
 }
 
 impl fmt::Display for StartError {
@@ -198,6 +208,11 @@ impl fmt::Display for StartError {
             StartError::Io(e) => write!(f, "could not start: {e}"),
             StartError::Connect(e) => write!(f, "could not connect to the NATS server: {e}"),
             StartError::Subscribe(e) => write!(f, "could not join the cluster: {e}"),
+            StartError::Config(e) => write!(f, "invalid node configuration: {e}"),
+            StartError::NodeTaken(n) => write!(
+                f,
+                "node number {n} is already taken by a live node on this server and prefix"
+            ),
         }
     }
 }

@@ -4,12 +4,18 @@
 //! postcard body:
 //!
 //! ```text
-//! byte 0      kind        1 message, 2 dead-letter notice, 3 confirmed message, 4 reply
+//! byte 0      kind        1 message, 2 dead-letter notice, 3 confirmed message, 4 reply, 5 probe
 //! bytes 1..5  origin      the sending node, u32 little-endian
 //! bytes 5..13 incarnation the sending node's run, u64 little-endian (random per start)
 //! bytes 13..21 sequence   per (origin, incarnation, destination), from 1; 0 = unsequenced
 //! bytes 21..  body        postcard: Envelope (kinds 1, 3), Notice (kind 2), a status byte (kind 4)
 //! ```
+//!
+//! With a cluster key, every frame (membership frames and replies too)
+//! ends with a 16-byte keyed BLAKE3 tag over all the bytes before it (the
+//! key derived from the configured one with BLAKE3's key derivation); a
+//! frame whose tag is missing or wrong is dropped before anything else
+//! looks at it.
 //!
 //! Membership frames (on the members subject) are postcard [`Beat`]s.
 //! Whatever does not decode is a bad frame: counted and dropped.
@@ -26,6 +32,58 @@ pub(crate) const KIND_NOTICE: u8 = 2;
 pub(crate) const KIND_CONFIRMED: u8 = 3;
 /// The answer to a [`KIND_CONFIRMED`] frame: one [`Status`] byte.
 pub(crate) const KIND_REPLY: u8 = 4;
+
+/// "Is this node number taken?": a request on a node subject, sent by a
+/// starting node before it subscribes there; answered with a reply.
+pub(crate) const KIND_PROBE: u8 = 5;
+
+/// Length of the tag a cluster key adds at the end of every frame: the
+/// first 128 bits of the keyed BLAKE3 output (a forger's chance per try
+/// is 2<sup>-128</sup>).
+pub(crate) const TAG: usize = 16;
+
+/// The key frames are tagged with: BLAKE3's key derivation over the
+/// configured key material, so any length of it gives a full 32-byte key.
+pub(crate) type TagKey = [u8; 32];
+
+/// Derives the tag key from the configured key material.
+pub(crate) fn tag_key(material: &[u8]) -> TagKey {
+    blake3::derive_key("stepsched-nats 2026-11 frame tag", material)
+}
+
+/// The tag of `frame` under `key`.
+fn tag(key: &TagKey, frame: &[u8]) -> [u8; TAG] {
+    // `keyed_hash` is the short-input fast path (a `Hasher` and its XOF
+    // cost half as much again on a 32-byte frame).
+    let full = blake3::keyed_hash(key, frame);
+    let mut tag = [0; TAG];
+    tag.copy_from_slice(&full.as_bytes()[..TAG]);
+    tag
+}
+
+/// Appends the keyed BLAKE3 tag of `frame` under `key` (nothing without a
+/// key).
+pub(crate) fn seal(key: Option<&TagKey>, frame: &mut Vec<u8>) {
+    if let Some(key) = key {
+        let tag = tag(key, frame);
+        frame.extend_from_slice(&tag);
+    }
+}
+
+/// Checks and strips the tag of `bytes` under `key`, comparing in
+/// constant time; `None` if it is missing or wrong. Without a key,
+/// `bytes` as they are.
+pub(crate) fn open<'a>(key: Option<&TagKey>, bytes: &'a [u8]) -> Option<&'a [u8]> {
+    let Some(key) = key else {
+        return Some(bytes);
+    };
+    let (frame, got) = bytes.split_at_checked(bytes.len().checked_sub(TAG)?)?;
+    let want = tag(key, frame);
+    // Every byte is compared whatever the first difference: the time
+    // taken says nothing of how much of a forged tag was right.
+    let diff = want.iter().zip(got).fold(0u8, |acc, (a, b)| acc | (a ^ b));
+    (std::hint::black_box(diff) == 0).then_some(frame)
+}
 
 /// Length of the header.
 pub(crate) const HEADER: usize = 21;
@@ -144,7 +202,7 @@ pub(crate) fn encode_message<M: Serialize>(
     topic: &str,
     payload: &M,
 ) -> Result<Vec<u8>, postcard::Error> {
-    let mut out = Vec::with_capacity(HEADER + 32);
+    let mut out = Vec::with_capacity(HEADER + 32 + TAG);
     Header {
         kind,
         origin,
@@ -171,7 +229,7 @@ pub(crate) fn decode_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Option
 
 /// Encodes a notice frame.
 pub(crate) fn encode_notice(origin: u32, incarnation: u64, notice: &Notice) -> Vec<u8> {
-    let mut out = Vec::with_capacity(HEADER + 24);
+    let mut out = Vec::with_capacity(HEADER + 24 + TAG);
     Header {
         kind: KIND_NOTICE,
         origin,
@@ -184,7 +242,7 @@ pub(crate) fn encode_notice(origin: u32, incarnation: u64, notice: &Notice) -> V
 
 /// Encodes a reply frame.
 pub(crate) fn encode_reply(origin: u32, incarnation: u64, status: Status) -> Vec<u8> {
-    let mut out = Vec::with_capacity(HEADER + 1);
+    let mut out = Vec::with_capacity(HEADER + 1 + TAG);
     Header {
         kind: KIND_REPLY,
         origin,
@@ -250,6 +308,26 @@ mod tests {
         for cut in 0..body.len() {
             assert!(decode_body::<Envelope<u32>>(&body[..cut]).is_none());
         }
+    }
+
+    #[test]
+    fn a_tag_opens_only_under_its_key_and_unchanged() {
+        let key = tag_key(&[7; 32]);
+        let other = tag_key(&[8; 32]);
+        let mut frame = encode_reply(1, 2, Status::Delivered);
+        let plain = frame.clone();
+        seal(Some(&key), &mut frame);
+        assert_eq!(frame.len(), plain.len() + TAG);
+        assert_eq!(open(Some(&key), &frame), Some(&plain[..]));
+        assert_eq!(open(Some(&other), &frame), None);
+        assert_eq!(open(Some(&key), &plain), None);
+        assert_eq!(open(Some(&key), &frame[..TAG - 1]), None);
+        for i in 0..frame.len() {
+            let mut flipped = frame.clone();
+            flipped[i] ^= 1;
+            assert_eq!(open(Some(&key), &flipped), None, "byte {i}");
+        }
+        assert_eq!(open(None, &plain), Some(&plain[..]));
     }
 
     #[test]

@@ -34,6 +34,23 @@
 //! - A frame that does not decode is counted ([`NodeStats::bad_frames`])
 //!   and dropped.
 //!
+//! # Security
+//!
+//! [`NodeConfig`] takes the server credentials (user and password, also
+//! from the URL, token, NKey, credentials file) and TLS (a CA, a client
+//! certificate, require-TLS); a refused one is a [`StartError`] at start.
+//! Every frame carries a keyed BLAKE3 tag under the cluster key
+//! ([`NodeConfig::cluster_key`]); one without a valid tag is dropped
+//! unread and counted ([`NodeStats::unauthenticated`]). A node without a
+//! key must say so ([`NodeConfig::insecure_no_cluster_key`]); then any
+//! client of the server that may publish on the cluster's subjects can
+//! forge messages, senders, sequence numbers and membership. The README's
+//! "Security" section lists what such a client can and cannot do.
+//!
+//! [`Node::start`] connects and subscribes; [`Node::announce`] (once the
+//! processes are submitted) makes the node known. A node number already
+//! live on the server is refused ([`StartError::NodeTaken`]).
+//!
 //! # Delivery
 //!
 //! Core NATS delivers **at most once**. Frames carry a per-destination

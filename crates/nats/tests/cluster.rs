@@ -7,7 +7,7 @@ mod common;
 use std::sync::mpsc::channel;
 use std::time::{Duration, Instant};
 
-use common::{GUARD, Msg, Proc, collector, config, node, pair, server};
+use common::{GUARD, KEY, Msg, Proc, collector, config, node, pair, seal, server};
 use serde::Serialize;
 use stepsched::Pid;
 use stepsched_nats::{
@@ -180,8 +180,14 @@ fn raw(server: &NatsServer) -> (tokio::runtime::Runtime, async_nats::Client) {
     (rt, client)
 }
 
-/// A message frame built by hand from the documented layout.
+/// A message frame built by hand from the documented layout, tagged with
+/// the tests' cluster key.
 fn frame(origin: u32, incarnation: u64, seq: u64, to: Pid, msg: &Msg) -> Vec<u8> {
+    seal(KEY, untagged(origin, incarnation, seq, to, msg))
+}
+
+/// The same without its tag.
+fn untagged(origin: u32, incarnation: u64, seq: u64, to: Pid, msg: &Msg) -> Vec<u8> {
     #[derive(Serialize)]
     struct Envelope<'a> {
         from: Option<WirePid>,
@@ -210,15 +216,24 @@ fn bad_frames_are_counted_and_dropped() {
     let (rt, client) = raw(&server);
     rt.block_on(async {
         for garbage in [&b"\xff\xff"[..], &[1; 21], &[0xee; 64], b""] {
+            // Untagged: dropped before they are read.
             client
                 .publish("t.node.2", garbage.to_vec().into())
                 .await
                 .unwrap();
+            // Tagged with the cluster key: read, and found wanting.
+            client
+                .publish("t.node.2", seal(KEY, garbage.to_vec()).into())
+                .await
+                .unwrap();
         }
         // A well-formed frame whose payload is not a `Msg`.
-        let mut wrong = frame(5, 1, 0, to, &Msg::Data(1));
+        let mut wrong = untagged(5, 1, 0, to, &Msg::Data(1));
         wrong.truncate(wrong.len() - 1);
-        client.publish("t.node.2", wrong.into()).await.unwrap();
+        client
+            .publish("t.node.2", seal(KEY, wrong).into())
+            .await
+            .unwrap();
         // A frame for another node's pid on this node's subject.
         let stray = frame(5, 1, 0, Pid::new(3, 1), &Msg::Data(1));
         client.publish("t.node.2", stray.into()).await.unwrap();
@@ -232,15 +247,22 @@ fn bad_frames_are_counted_and_dropped() {
     });
     assert_eq!(seen.recv_timeout(GUARD).unwrap(), (None, to, Msg::Data(42)));
     let stats = b.stats();
+    assert_eq!(stats.unauthenticated, 4, "four untagged garbage frames");
     assert_eq!(
         stats.bad_frames, 5,
-        "four garbage frames and a truncated one"
+        "four tagged garbage frames and a truncated one"
     );
     assert_eq!(stats.misrouted, 1);
-    assert_eq!(stats.received, 1);
+    // `received` is counted once the scheduler took the message, which
+    // may be after the process has it: wait for it, with a bound.
+    wait_received(&b, 1);
     // The members listener counts its garbage too (it reads on its own
     // subscription, so wait for it with a bound).
     rt.block_on(async {
+        client
+            .publish("t.members", seal(KEY, b"\x07garbage".to_vec()).into())
+            .await
+            .unwrap();
         client
             .publish("t.members", b"\x07garbage".to_vec().into())
             .await
@@ -248,10 +270,10 @@ fn bad_frames_are_counted_and_dropped() {
         client.flush().await.unwrap();
     });
     let deadline = Instant::now() + GUARD;
-    while b.stats().bad_frames < 6 && Instant::now() < deadline {
+    while (b.stats().bad_frames < 6 || b.stats().unauthenticated < 5) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(5));
     }
-    assert_eq!(b.stats().bad_frames, 6);
+    assert_eq!((b.stats().bad_frames, b.stats().unauthenticated), (6, 5));
 }
 
 #[test]
@@ -271,6 +293,7 @@ fn a_repeated_sequence_number_is_dropped_and_a_skipped_one_counted() {
     for n in [1, 3, 5] {
         assert_eq!(seen.recv_timeout(GUARD).unwrap(), (None, to, Msg::Data(n)));
     }
+    wait_received(&b, 3);
     let stats = b.stats();
     assert_eq!((stats.received, stats.duplicates, stats.gaps), (3, 2, 1));
 }
@@ -303,7 +326,8 @@ fn no_server_means_an_error_at_start_not_a_hang() {
         .unwrap()
         .port();
     let config = NodeConfig::new(1, format!("nats://127.0.0.1:{port}"))
-        .connect_timeout(Duration::from_secs(1));
+        .connect_timeout(Duration::from_secs(1))
+        .insecure_no_cluster_key();
     let err = Node::start(stepsched::Scheduler::<Proc>::builder().workers(1), config).unwrap_err();
     assert!(matches!(err, StartError::Connect(_)), "{err}");
 }
@@ -343,4 +367,93 @@ fn a_server_that_goes_away_gives_errors_then_comes_back() {
     assert_eq!(last, Ok(()));
     assert_eq!(seen.recv_timeout(GUARD).unwrap(), (None, to, Msg::Data(4)));
     assert_eq!(b.stats().duplicates, 0);
+}
+
+#[test]
+fn gaps_stay_true_across_a_receiver_restart() {
+    let server = server();
+    let (a, b) = pair(&server);
+    let (to, seen) = collector(&b);
+    for n in 0..500 {
+        a.send(to, Msg::Data(n)).unwrap();
+    }
+    assert_eq!(a.send_confirmed(None, to, Msg::Stop, GUARD), Ok(()));
+    for n in 0..500 {
+        assert_eq!(seen.recv_timeout(GUARD).unwrap(), (None, to, Msg::Data(n)));
+    }
+    assert_eq!(seen.recv_timeout(GUARD).unwrap(), (None, to, Msg::Stop));
+    // Node 2 restarts; node 1 goes on numbering its frames to node 2.
+    drop(b);
+    assert_eq!(a.wait_until_down(2, GUARD), Membership::Left);
+    let b = node(config(2, &server));
+    assert!(a.wait_for(2, GUARD));
+    let (to, seen) = collector(&b);
+    for n in 0..100 {
+        a.send(to, Msg::Data(n)).unwrap();
+    }
+    assert_eq!(a.send_confirmed(None, to, Msg::Stop, GUARD), Ok(()));
+    for n in 0..100 {
+        assert_eq!(seen.recv_timeout(GUARD).unwrap(), (None, to, Msg::Data(n)));
+    }
+    assert_eq!(seen.recv_timeout(GUARD).unwrap(), (None, to, Msg::Stop));
+    // Nothing was lost: the 500 frames the earlier run got are not gaps.
+    let s = b.stats();
+    assert_eq!((s.received, s.gaps, s.duplicates), (101, 0, 0));
+}
+
+#[test]
+fn a_node_is_announced_only_when_its_host_says_so() {
+    let server = server();
+    let a = node(config(1, &server));
+    let b = Node::start(
+        stepsched::Scheduler::<Proc>::builder().workers(1),
+        config(2, &server),
+    )
+    .expect("node 2 starts");
+    // The host submits what peers will send to before announcing.
+    let (to, seen) = collector(&b);
+    // Node 2 hears node 1's heartbeats; node 1 has not heard of node 2,
+    // which has published none.
+    assert!(b.wait_for(1, GUARD));
+    assert_eq!(a.membership(2), Membership::Unknown);
+    let err = a.send(to, Msg::Data(1)).unwrap_err();
+    assert!(matches!(err, RemoteError::UnknownNode(_)), "{err}");
+    b.announce().expect("announced");
+    assert!(a.wait_for(2, GUARD));
+    a.send(to, Msg::Data(2)).unwrap();
+    assert_eq!(seen.recv_timeout(GUARD).unwrap(), (None, to, Msg::Data(2)));
+    assert_eq!(a.stats().dead_letters, 0);
+}
+
+#[test]
+fn alternating_two_runs_of_a_sender_never_delivers_a_frame_twice() {
+    let server = server();
+    let b = node(config(2, &server));
+    let (to, seen) = collector(&b);
+    let (rt, client) = raw(&server);
+    // Genuine (tagged) frames of two runs, 1 and 2, of node 5, as a
+    // recorder would replay them: run 1's first frame comes back after a
+    // frame of run 2.
+    rt.block_on(async {
+        for (inc, seq, n) in [(1, 1, 1), (2, 1, 2), (1, 1, 1), (2, 1, 2), (1, 2, 3)] {
+            let f = frame(5, inc, seq, to, &Msg::Data(n));
+            client.publish("t.node.2", f.into()).await.unwrap();
+        }
+        client.flush().await.unwrap();
+    });
+    for n in [1, 2, 3] {
+        assert_eq!(seen.recv_timeout(GUARD).unwrap(), (None, to, Msg::Data(n)));
+    }
+    wait_received(&b, 3);
+    let stats = b.stats();
+    assert_eq!((stats.received, stats.duplicates, stats.gaps), (3, 2, 0));
+}
+
+/// Waits (bounded) until `node` has counted `n` received messages.
+fn wait_received(node: &Node<Proc>, n: u64) {
+    let deadline = Instant::now() + GUARD;
+    while node.stats().received < n && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(node.stats().received, n);
 }

@@ -11,7 +11,7 @@ use std::process::{ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
-use common::{GUARD, Msg, config, node, server};
+use common::{GUARD, KEY, Msg, config, node, server};
 use stepsched::Pid;
 use stepsched_nats::{Membership, RemoteError};
 
@@ -39,6 +39,7 @@ impl NodeProcess {
                 &peer.to_string(),
             ])
             .args(["--count", &COUNT.to_string()])
+            .args(["--cluster-key", std::str::from_utf8(KEY).unwrap()])
             .args(extra)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -201,4 +202,44 @@ fn a_crashed_node_becomes_unreachable() {
     );
     let err = a.send(Pid::new(7, 1), Msg::Data(2)).unwrap_err();
     assert!(matches!(err, RemoteError::Unreachable(_)), "{err}");
+}
+
+#[test]
+fn a_second_process_with_a_live_node_number_refuses_to_start() {
+    let server = server();
+    let first = NodeProcess::spawn(&server.url(), 2, 1, &["--idle"]);
+    first.expect("READY");
+    // The same number again, in another OS process. Its stdin is closed,
+    // so were it to start it would exit 0 at once (`--idle`).
+    let second = Command::new(env!("CARGO_BIN_EXE_stepsched-nats-node"))
+        .args([
+            "--url",
+            &server.url(),
+            "--node",
+            "2",
+            "--peer",
+            "1",
+            "--idle",
+        ])
+        .args(["--cluster-key", std::str::from_utf8(KEY).unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .expect("run stepsched-nats-node");
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(!second.status.success(), "a second node 2 started");
+    assert!(
+        stderr.contains("node number 2 is already taken"),
+        "a clear error: {stderr}"
+    );
+    assert!(
+        !String::from_utf8_lossy(&second.stdout).contains("READY"),
+        "it never announced itself"
+    );
+    // The first one is untouched: still up as node 2.
+    let mut here = config(1, &server);
+    here = here.prefix("pair");
+    let a = node(here);
+    assert!(a.wait_for(2, GUARD));
 }

@@ -15,11 +15,20 @@
 //! tells the peer how many of its messages were lost. Each node prints
 //! one `LEDGER key=value ...` line and exits 0.
 //!
+//! The cluster key (the same on both nodes) is `--cluster-key TEXT` or the
+//! `STEPSCHED_CLUSTER_KEY` environment variable (at least 16 bytes);
+//! `--insecure` runs without one, on a trusted server only.
+//! `--user NAME --password PASS`, `--token T`, `--nkey SEED`,
+//! `--creds FILE`, `--tls-ca PEM`, `--tls-cert PEM --tls-key PEM` and
+//! `--require-tls` are the server credentials and TLS (see the README,
+//! "Security").
+//!
 //! `--outage` makes the run wait for the driver (lines on stdin) around a
 //! server restart: after half the messages it prints `HALF` and waits for
-//! a line (the server is being killed), sends until a send is refused,
-//! prints `OUTAGE` and waits for a line (the server is back). `--idle`
-//! only joins the cluster and waits for stdin to close (a node to crash).
+//! a line (the server is being killed; by hand: kill it, then press
+//! Enter), sends until a send is refused, prints `OUTAGE` and waits for a
+//! line (the server is back: start it, press Enter). `--idle` only joins
+//! the cluster and waits for stdin to close (a node to crash).
 
 use std::io::BufRead;
 use std::process::ExitCode;
@@ -120,6 +129,17 @@ struct Args {
     count: u32,
     outage: bool,
     idle: bool,
+    key: Option<String>,
+    insecure: bool,
+    user: Option<String>,
+    password: Option<String>,
+    token: Option<String>,
+    nkey: Option<String>,
+    creds: Option<String>,
+    tls_ca: Option<String>,
+    tls_cert: Option<String>,
+    tls_key: Option<String>,
+    require_tls: bool,
 }
 
 fn args() -> Result<Args, String> {
@@ -130,6 +150,17 @@ fn args() -> Result<Args, String> {
         count: 100_000,
         outage: false,
         idle: false,
+        key: std::env::var("STEPSCHED_CLUSTER_KEY").ok(),
+        insecure: false,
+        user: None,
+        password: None,
+        token: None,
+        nkey: None,
+        creds: None,
+        tls_ca: None,
+        tls_cert: None,
+        tls_key: None,
+        require_tls: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -141,6 +172,17 @@ fn args() -> Result<Args, String> {
             "--count" => a.count = value()?.parse().map_err(|e| format!("--count: {e}"))?,
             "--outage" => a.outage = true,
             "--idle" => a.idle = true,
+            "--cluster-key" => a.key = Some(value()?),
+            "--insecure" => a.insecure = true,
+            "--user" => a.user = Some(value()?),
+            "--password" => a.password = Some(value()?),
+            "--token" => a.token = Some(value()?),
+            "--nkey" => a.nkey = Some(value()?),
+            "--creds" => a.creds = Some(value()?),
+            "--tls-ca" => a.tls_ca = Some(value()?),
+            "--tls-cert" => a.tls_cert = Some(value()?),
+            "--tls-key" => a.tls_key = Some(value()?),
+            "--require-tls" => a.require_tls = true,
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -182,7 +224,31 @@ fn wait_signal(rx: &Receiver<&'static str>, want: &str) -> Result<(), String> {
 
 fn run() -> Result<(), String> {
     let a = args()?;
-    let config = NodeConfig::new(a.node, &a.url).prefix("pair");
+    let mut config = NodeConfig::new(a.node, &a.url).prefix("pair");
+    config = match (&a.key, a.insecure) {
+        (Some(key), _) => config.cluster_key(key),
+        (None, true) => config.insecure_no_cluster_key(),
+        (None, false) => config,
+    };
+    if let (Some(user), Some(password)) = (&a.user, &a.password) {
+        config = config.user_password(user, password);
+    }
+    if let Some(token) = &a.token {
+        config = config.token(token);
+    }
+    if let Some(seed) = &a.nkey {
+        config = config.nkey(seed);
+    }
+    if let Some(path) = &a.creds {
+        config = config.credentials_file(path);
+    }
+    if let Some(pem) = &a.tls_ca {
+        config = config.tls_root_certificates(pem);
+    }
+    if let (Some(cert), Some(key)) = (&a.tls_cert, &a.tls_key) {
+        config = config.tls_client_certificate(cert, key);
+    }
+    config = config.require_tls(a.require_tls);
     let node =
         Node::start(Scheduler::<Sink>::builder().workers(1), config).map_err(|e| e.to_string())?;
     let ledger = Arc::new(Mutex::new(Ledger {
@@ -204,6 +270,8 @@ fn run() -> Result<(), String> {
             (),
         )
         .map_err(|e| e.to_string())?;
+    // The sink exists: now peers may learn of this node.
+    node.announce().map_err(|e| e.to_string())?;
     println!("READY {sink}");
     let mut stdin = std::io::stdin().lock().lines();
     if a.idle {

@@ -97,12 +97,34 @@ pub fn server() -> NatsServer {
     NatsServer::start().unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// The tests' cluster key.
+pub const KEY: &[u8] = b"stepsched-nats test cluster key!";
+
+/// Node `node` on `server`, prefix `t`, with the tests' cluster key.
 pub fn config(node: u32, server: &NatsServer) -> NodeConfig {
-    NodeConfig::new(node, server.url()).prefix("t")
+    NodeConfig::new(node, server.url())
+        .prefix("t")
+        .cluster_key(KEY)
 }
 
+/// A started and announced node.
 pub fn node(config: NodeConfig) -> Node<Proc> {
-    Node::start(Scheduler::<Proc>::builder().workers(1), config).expect("node starts")
+    let node = Node::start(Scheduler::<Proc>::builder().workers(1), config).expect("node starts");
+    node.announce().expect("node announced");
+    node
+}
+
+/// Appends the tag of `frame` under `key`, as a node with that cluster
+/// key does.
+/// (The README's "Security" section and `src/frame.rs` give the scheme:
+/// keyed BLAKE3 under a key derived from the material with
+/// `blake3::derive_key`.)
+pub fn seal(key: &[u8], mut frame: Vec<u8>) -> Vec<u8> {
+    let key = blake3::derive_key("stepsched-nats 2026-11 frame tag", key);
+    // The first 16 bytes of the keyed output.
+    let tag = blake3::keyed_hash(&key, &frame);
+    frame.extend_from_slice(&tag.as_bytes()[..16]);
+    frame
 }
 
 /// A collector on `node`: its pid and what it sees.
