@@ -19,7 +19,7 @@ pub(crate) mod sync {
     pub(crate) use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
     pub(crate) mod atomic {
-        pub(crate) use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering, fence};
+        pub(crate) use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
     }
 }
 
@@ -28,38 +28,8 @@ pub(crate) mod sync {
     pub(crate) use loom::sync::{Arc, Condvar, Mutex, MutexGuard};
 
     pub(crate) mod atomic {
-        pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering, fence};
+        pub(crate) use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
     }
-}
-
-/// A cell with loom's closure API: std's `UnsafeCell` normally, loom's
-/// (which checks every access against the model's happens-before) under
-/// loom.
-#[cfg(not(stepsched_loom))]
-pub(crate) mod cell {
-    #[derive(Debug, Default)]
-    pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
-
-    impl<T> UnsafeCell<T> {
-        pub(crate) const fn new(value: T) -> Self {
-            UnsafeCell(std::cell::UnsafeCell::new(value))
-        }
-
-        #[inline(always)]
-        pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
-            f(self.0.get())
-        }
-
-        #[inline(always)]
-        pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
-            f(self.0.get())
-        }
-    }
-}
-
-#[cfg(stepsched_loom)]
-pub(crate) mod cell {
-    pub(crate) use loom::cell::UnsafeCell;
 }
 
 #[cfg(not(stepsched_loom))]

@@ -55,9 +55,6 @@ fn begin_draining_ends_an_idle_pool_at_once() {
 #[test]
 fn notify_skips_when_someone_searches() {
     let sleep = std::sync::Arc::new(Sleep::new(2));
-    // Another sleeper watches the next-item slots: this one sleeps without
-    // a time limit.
-    sleep.set_watching(true);
     let (tx, rx) = std::sync::mpsc::channel();
     let s = sleep.clone();
     let t = std::thread::spawn(move || s.park(1, false, || false, || tx.send(()).unwrap()));
@@ -76,8 +73,6 @@ fn notify_skips_when_someone_searches() {
 #[test]
 fn notify_prefers_the_named_sleeper() {
     let sleep = std::sync::Arc::new(Sleep::new(3));
-    // Another sleeper watches: these sleep without a time limit.
-    sleep.set_watching(true);
     let mut threads = Vec::new();
     for i in [1, 2] {
         let (tx, rx) = std::sync::mpsc::channel();
@@ -110,9 +105,7 @@ fn push_next_wakes_nobody_but_announces_what_it_displaces() {
         Box::new(|_: u32, _: &WorkerContext<u32>| {}),
     ));
     let [mine, _theirs] = deques;
-    // Worker 1 sleeps; nobody searches; some worker watches the next-item
-    // slots (so that worker 1 sleeps without a time limit).
-    shared.sleep.set_watching(true);
+    // Worker 1 sleeps; nobody searches.
     let (tx, rx) = std::sync::mpsc::channel();
     let s = shared.clone();
     let t = std::thread::spawn(move || s.sleep.park(1, false, || false, || tx.send(()).unwrap()));
@@ -122,7 +115,7 @@ fn push_next_wakes_nobody_but_announces_what_it_displaces() {
     assert_eq!(
         shared.sleep.sleeping(),
         1,
-        "the item to run next woke a worker while one watches"
+        "the item to run next woke a worker"
     );
     ctx.push_next(2);
     assert_eq!(
@@ -274,96 +267,4 @@ fn searchers_are_capped_at_half_the_pool() {
         assert!(sleep.try_start_searching());
         assert!(!sleep.try_start_searching());
     }
-}
-
-/// With nobody searching and nobody watching the next-item slots, an item
-/// kept to run next wakes one sleeper, to watch it should the owner's run
-/// go on for long (it is not announced as work: the owner runs it).
-#[test]
-fn push_next_wakes_a_watcher_when_nobody_watches() {
-    use std::sync::Arc;
-
-    use stepsched_deque::Worker as Deque;
-
-    use crate::shared::Shared;
-    use crate::worker::WorkerContext;
-
-    let deques = [Deque::new(), Deque::new()];
-    let shared = Arc::new(Shared::new(
-        deques.iter().map(Deque::stealer).collect(),
-        Box::new(|_: u32, _: &WorkerContext<u32>| {}),
-    ));
-    let [mine, _theirs] = deques;
-    // Worker 1 sleeps without a time limit (a watcher was pretended while
-    // it parked), then the pretence ends: nobody watches.
-    shared.sleep.set_watching(true);
-    let (tx, rx) = std::sync::mpsc::channel();
-    let s = shared.clone();
-    let t = std::thread::spawn(move || s.sleep.park(1, false, || false, || tx.send(()).unwrap()));
-    rx.recv().unwrap();
-    shared.sleep.set_watching(false);
-    let ctx = WorkerContext::new(0, mine, shared.clone());
-    ctx.push_next(1);
-    assert_eq!(
-        t.join().unwrap(),
-        Parked::Woken,
-        "the sleeper was woken to watch"
-    );
-    assert_eq!(shared.sleep.sleeping(), 0);
-    assert_eq!(ctx.drain_local(), [1], "the item stays the owner's");
-}
-
-/// A thief takes an item from another worker's next-item slot only when
-/// it finds it there twice with the owner's run count unchanged: the owner
-/// is stuck in the run that filled it.
-#[test]
-fn a_next_item_is_taken_only_from_an_owner_stuck_in_its_run() {
-    use std::sync::Arc;
-
-    use stepsched_deque::Worker as Deque;
-
-    use crate::shared::Shared;
-    use crate::worker::{Found, Search, WorkerContext};
-
-    let deques = [Deque::new(), Deque::new()];
-    let shared = Arc::new(Shared::new(
-        deques.iter().map(Deque::stealer).collect(),
-        Box::new(|_: u32, _: &WorkerContext<u32>| {}),
-    ));
-    shared.sleep.set_watching(true);
-    let [owner_deque, thief_deque] = deques;
-    let owner = WorkerContext::new(0, owner_deque, shared.clone());
-    let thief = WorkerContext::new(1, thief_deque, shared.clone());
-    let mut search = Search::new(1);
-    let mut find = || match search.find(&thief) {
-        Found::Item(item) => Some(item),
-        _ => None,
-    };
-    owner.push_next(7);
-    assert_eq!(
-        find(),
-        None,
-        "first sight: the owner may take it any moment"
-    );
-    // The owner starts another run: its count moves.
-    shared.nexts[0].count_run();
-    assert_eq!(find(), None, "the owner moved on since: not stuck");
-    assert_eq!(find(), Some(7), "the same run twice: taken");
-    assert_eq!(owner.drain_local(), Vec::<u32>::new(), "taken once");
-}
-
-/// While another worker is awake, one sleeper watches: it sleeps with a
-/// time limit and comes back searching when it runs out (a wait it ends
-/// itself, not a wake-up by a producer).
-#[test]
-fn one_sleeper_watches_while_another_worker_is_awake() {
-    let sleep = std::sync::Arc::new(Sleep::new(2));
-    // Worker 0 is awake (not registered); worker 1 parks and watches.
-    let s = sleep.clone();
-    let outcome = std::thread::spawn(move || s.park(1, false, || false, || {}))
-        .join()
-        .unwrap();
-    assert_eq!(outcome, Parked::Watched);
-    assert_eq!(sleep.sleeping(), 0, "the watcher took itself off the list");
-    assert_eq!(sleep.searching(), 1, "and searches");
 }

@@ -10,11 +10,7 @@
 //! 3. the global queue: one item to run plus up to [`GLOBAL_BATCH`] more
 //!    moved into the deque;
 //! 4. the other workers, from a random start (fastrand; a fixed start under
-//!    loom): `steal_half_into` each deque, then one item from each inbox,
-//!    then an item left in a worker's next-item slot since this worker's
-//!    previous search while that worker stayed in the same run (it is
-//!    stuck in a long one: see `crate::next`). At most half the workers
-//!    search at once; the others back off without sweeping.
+//!    loom): `steal_half_into` each deque, then one item from each inbox.
 //!
 //! Every [`FAIRNESS_INTERVAL`]th call checks the inbox, the global queue
 //! and the oldest item of the worker's own deque (through its stealer's
@@ -56,7 +52,6 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use stepsched_deque::{Steal, Worker as Deque};
 
 use crate::SubmitError;
-use crate::next::NextSlot;
 use crate::primitive::hint::spin_loop;
 use crate::primitive::sync::Arc;
 use crate::primitive::sync::atomic::Ordering;
@@ -175,6 +170,10 @@ thread_local! {
 pub struct WorkerContext<T: Send + 'static> {
     index: usize,
     deque: Deque<T>,
+    /// The item to run next ([`push_next`](Self::push_next)): only this
+    /// worker takes it, before its deque. (The context is used only on its
+    /// worker's thread: it is not `Sync`, as the deque's owner end is not.)
+    next: Cell<Option<T>>,
     shared: Arc<Shared<T>>,
 }
 
@@ -264,20 +263,15 @@ impl<T: Send + 'static> WorkerContext<T> {
     }
 
     /// Queues `item` to run next on this worker, as soon as the item it is
-    /// running returns, and announces it to nobody.
+    /// running returns, and wakes no sleeping worker for it.
     ///
     /// This is the continuation of a chain (a message answered, a process
     /// put back at the end of its run), where waking a second worker only
     /// moves the chain between cores. The item waits in a slot of the
     /// worker's own, not in its deque: no deque push, no pop, and no
-    /// thief takes it while this worker moves on from run to run. If this
-    /// worker's current run goes on for long instead, an idle worker that
-    /// sees the item waiting through two of its searches, with this worker
-    /// still in the same run, takes it (tokio's LIFO slot keeps it hostage
-    /// there). So that an idle worker is awake to see it, one sleeper is
-    /// woken if nobody searches and nobody watches the slots (a watcher:
-    /// the one sleeper that sleeps with a time limit while other workers
-    /// are awake). After a few items in a row from the slot, the worker runs its
+    /// thief can take it (tokio's LIFO slot makes the same trade). If this
+    /// worker then runs a long time before returning, the item waits for
+    /// it. After a few items in a row from the slot, the worker runs its
     /// deque's newest item before the slot's (see the module docs), so two
     /// items that keep handing the slot to each other cannot starve the
     /// deque. An item already in the slot is displaced into the deque, as
@@ -306,23 +300,9 @@ impl<T: Send + 'static> WorkerContext<T> {
     /// ```
     #[inline]
     pub fn push_next(&self, item: T) {
-        if let Some(displaced) = self.next().put(item) {
+        if let Some(displaced) = self.next.replace(Some(item)) {
             self.push(displaced);
         }
-        // No announcement: the owner runs the item next. But if nobody is
-        // awake to see it should this run go on for long (no worker
-        // searching, none watching the slots, some asleep), wake one to
-        // keep an eye on it (see `crate::next`). A hint: a relaxed load of
-        // the sleep word, and a wake-up at most once per such stretch.
-        if self.shared.workers() > 1 {
-            self.shared.sleep.nudge();
-        }
-    }
-
-    /// This worker's next-item slot.
-    #[inline]
-    fn next(&self) -> &NextSlot<T> {
-        &self.shared.nexts[self.index]
     }
 
     /// Whether an item is waiting that this worker would take next: in its
@@ -350,7 +330,10 @@ impl<T: Send + 'static> WorkerContext<T> {
     /// ```
     #[inline]
     pub fn has_work(&self) -> bool {
-        self.next().is_full()
+        let next = self.next.take();
+        let waiting = next.is_some();
+        self.next.set(next);
+        waiting
             || !self.deque.is_empty()
             || !self.shared.inboxes[self.index].is_empty()
             || !self.shared.global.is_empty()
@@ -470,10 +453,6 @@ pub(crate) struct Search {
     failed: u32,
     /// Woken from a park and no item run since (for `empty_unparks`).
     woken: bool,
-    /// Per worker: its run count when this worker last saw its next-item
-    /// slot full (`usize::MAX`: not seen full). The item is taken when a
-    /// later search finds the same count (see `crate::next`).
-    seen_runs: Vec<usize>,
 }
 
 /// Clears `CURRENT` when the worker loop ends, also on unwind.
@@ -490,6 +469,7 @@ impl<T: Send + 'static> WorkerContext<T> {
         WorkerContext {
             index,
             deque,
+            next: Cell::new(None),
             shared,
         }
     }
@@ -498,7 +478,7 @@ impl<T: Send + 'static> WorkerContext<T> {
     /// its next item, then its deque (for models and tests).
     #[cfg(test)]
     pub(crate) fn drain_local(&self) -> Vec<T> {
-        let next = self.next().take();
+        let next = self.next.take();
         next.into_iter()
             .chain(std::iter::from_fn(|| self.deque.pop()))
             .collect()
@@ -522,7 +502,6 @@ impl<T: Send + 'static> WorkerContext<T> {
     /// Runs one item, catching a panic.
     #[inline]
     fn run(&self, item: T) {
-        self.next().count_run();
         let result = catch_unwind(AssertUnwindSafe(|| self.shared.runner.run(item, self)));
         let counters = self.counters();
         counters.items_run.inc();
@@ -598,7 +577,6 @@ impl Search {
             searching: false,
             failed: 0,
             woken: false,
-            seen_runs: Vec::new(),
         }
     }
 
@@ -622,7 +600,6 @@ impl Search {
             outcome = match outcome {
                 Parked::Work => "work found before blocking",
                 Parked::Woken => "woken",
-                Parked::Watched => "watched the next-item slots",
                 Parked::Exit => "exit",
             },
             "worker unparked"
@@ -638,7 +615,7 @@ impl Search {
                 self.searching = true;
                 true
             }
-            Parked::Work | Parked::Watched => {
+            Parked::Work => {
                 self.searching = true;
                 true
             }
@@ -672,7 +649,7 @@ impl Search {
             }
         }
 
-        if let Some(item) = ctx.next().take() {
+        if let Some(item) = ctx.next.take() {
             if self.next_streak < NEXT_STREAK {
                 self.next_streak += 1;
                 return Found::Item(item);
@@ -782,33 +759,6 @@ impl Search {
                 trace::trace!(worker = index, victim, "took from another worker's inbox");
                 return Found::Item(item);
             }
-        }
-        // Last, an item kept in another worker's next-item slot since our
-        // previous search, while that worker has not started another run:
-        // it is stuck in a long one (see `crate::next`).
-        if self.seen_runs.len() != n {
-            self.seen_runs = vec![usize::MAX; n];
-        }
-        for k in 0..n {
-            let victim = (start + k) % n;
-            if victim == index {
-                continue;
-            }
-            let slot = &shared.nexts[victim];
-            if !slot.is_full() {
-                self.seen_runs[victim] = usize::MAX;
-                continue;
-            }
-            let runs = slot.runs();
-            if self.seen_runs[victim] == runs
-                && let Some(item) = slot.steal()
-            {
-                self.seen_runs[victim] = usize::MAX;
-                counters.items_stolen.inc();
-                trace::trace!(worker = index, victim, "took a waiting next item");
-                return Found::Item(item);
-            }
-            self.seen_runs[victim] = runs;
         }
         if retry { Found::Retry } else { Found::Empty }
     }
