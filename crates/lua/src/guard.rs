@@ -698,17 +698,49 @@ unsafe fn raise_at_caller(l: *mut lua_State, idx: c_int) -> ! {
     }
 }
 
-/// `yield_cmd(name, args)`: yields `("cmd", name, args)` to the step.
-unsafe extern "C-unwind" fn yield_cmd(l: *mut lua_State) -> c_int {
-    // SAFETY: called by Lua; the stack is set to exactly the three values
-    // yielded; this frame holds nothing with a destructor.
+/// Yields `(tag, a, b)` to the step, `a` and `b` being the first two
+/// arguments of the call, and resumes in `done`.
+///
+/// # Safety
+///
+/// Called from a C function Lua called, with `tag` a NUL-terminated
+/// string; the frame holds nothing with a destructor (the yield does not
+/// return).
+unsafe fn yield_two(l: *mut lua_State, tag: &std::ffi::CStr, done: ffi::lua_KFunction) -> c_int {
+    // SAFETY: as the caller promises; the stack is set to exactly the
+    // three values yielded.
     unsafe {
         before(l);
         ffi::lua_settop(l, 2);
-        ffi::lua_pushstring(l, c"cmd".as_ptr());
+        ffi::lua_pushstring(l, tag.as_ptr());
         ffi::lua_rotate(l, 1, 1);
-        ffi::lua_yieldk(l, 3, 0, Some(cmd_done))
+        ffi::lua_yieldk(l, 3, 0, Some(done))
     }
+}
+
+/// The continuation of a call resumed with `(true, value)` or `(false,
+/// message)`: raises the message at the script's line, or returns
+/// `results` values (the value, or none).
+///
+/// # Safety
+///
+/// Called by Lua as a continuation, with the values of the resume on the
+/// stack.
+unsafe fn resumed(l: *mut lua_State, results: c_int) -> c_int {
+    // SAFETY: as the caller promises; settop makes the values exactly two.
+    unsafe {
+        ffi::lua_settop(l, 2);
+        if ffi::lua_toboolean(l, 1) == 0 {
+            raise_at_caller(l, 2);
+        }
+        results
+    }
+}
+
+/// `yield_cmd(name, args)`: yields `("cmd", name, args)` to the step.
+unsafe extern "C-unwind" fn yield_cmd(l: *mut lua_State) -> c_int {
+    // SAFETY: called by Lua (see `yield_two`).
+    unsafe { yield_two(l, c"cmd", cmd_done) }
 }
 
 /// `yield_cmd`'s continuation: the step resumed it with `(true, value)`
@@ -718,28 +750,14 @@ unsafe extern "C-unwind" fn cmd_done(
     _status: c_int,
     _ctx: lua_KContext,
 ) -> c_int {
-    // SAFETY: Lua calls the continuation with the values of the resume on
-    // the stack (the yielded ones were taken by the resumer); settop makes
-    // them exactly two.
-    unsafe {
-        ffi::lua_settop(l, 2);
-        if ffi::lua_toboolean(l, 1) == 0 {
-            raise_at_caller(l, 2);
-        }
-        1
-    }
+    // SAFETY: called by Lua as the continuation (see `resumed`).
+    unsafe { resumed(l, 1) }
 }
 
 /// `send(pid, value)`: yields `("send", pid, value)` to the step.
 unsafe extern "C-unwind" fn send(l: *mut lua_State) -> c_int {
-    // SAFETY: as `yield_cmd`.
-    unsafe {
-        before(l);
-        ffi::lua_settop(l, 2);
-        ffi::lua_pushstring(l, c"send".as_ptr());
-        ffi::lua_rotate(l, 1, 1);
-        ffi::lua_yieldk(l, 3, 0, Some(send_done))
-    }
+    // SAFETY: called by Lua (see `yield_two`).
+    unsafe { yield_two(l, c"send", send_done) }
 }
 
 /// `send`'s continuation: the step resumed it with `(true)` or
@@ -749,14 +767,8 @@ unsafe extern "C-unwind" fn send_done(
     _status: c_int,
     _ctx: lua_KContext,
 ) -> c_int {
-    // SAFETY: as `cmd_done`.
-    unsafe {
-        ffi::lua_settop(l, 2);
-        if ffi::lua_toboolean(l, 1) == 0 {
-            raise_at_caller(l, 2);
-        }
-        0
-    }
+    // SAFETY: called by Lua as the continuation (see `resumed`).
+    unsafe { resumed(l, 0) }
 }
 
 /// `receive()`: yields `"recv"`; the step resumes it with the message and

@@ -147,11 +147,6 @@ impl<P: SchedProcess> ContextExt<P> for Context<'_, P> {
     }
 
     fn begin_shutdown(&self, deadline: Duration) -> Option<Shutdown> {
-        let core = &handle_of(self)?.core;
-        Some(crate::scheduler::start_shutdown(
-            core,
-            &core.shared,
-            deadline,
-        ))
+        Some(handle_of(self)?.begin_shutdown(deadline))
     }
 }
