@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use stepsched_process::{Command, Error, Pid, Process};
 
-use crate::{Outcome, ResultCell, Shared};
+use crate::state::{Outcome, ResultCell, Shared};
 
 /// The result of one process, from [`Sim::submit`](crate::Sim::submit):
 /// [`join`](Self::join) runs the simulation until the process has ended

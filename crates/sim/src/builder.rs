@@ -1,0 +1,167 @@
+//! [`Builder`]: the seed, handlers, factories and faults of a [`Sim`].
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::fmt;
+use std::rc::Rc;
+use std::time::Duration;
+
+use fastrand::Rng;
+#[cfg(doc)]
+use stepsched_process::Context;
+use stepsched_process::{Command, Error, Process};
+
+#[cfg(doc)]
+use crate::Report;
+use crate::state::{Inner, Shared};
+use crate::{Completer, Faults, Sim};
+
+/// A boxed handler.
+pub(crate) type HandlerFn<P> = Box<dyn Fn(<P as Process>::Command, Completer<P>)>;
+
+/// A boxed factory.
+pub(crate) type FactoryFn<P> = Box<dyn Fn() -> Result<P, Error>>;
+
+/// Builds a [`Sim`]: its seed, its handlers and factories, its faults.
+pub struct Builder<P: Process> {
+    seed: u64,
+    faults: Faults,
+    max_steps: u64,
+    trace: bool,
+    handlers: HashMap<String, HandlerFn<P>>,
+    factories: HashMap<String, FactoryFn<P>>,
+}
+
+impl<P: Process> fmt::Debug for Builder<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut names: Vec<_> = self.handlers.keys().collect();
+        names.sort();
+        let mut factories: Vec<_> = self.factories.keys().collect();
+        factories.sort();
+        f.debug_struct("Builder")
+            .field("seed", &self.seed)
+            .field("faults", &self.faults)
+            .field("max_steps", &self.max_steps)
+            .field("trace", &self.trace)
+            .field("handlers", &names)
+            .field("factories", &factories)
+            .finish()
+    }
+}
+
+impl<P: Process> Default for Builder<P> {
+    fn default() -> Self {
+        Builder {
+            seed: 0,
+            faults: Faults::default(),
+            max_steps: u64::MAX,
+            trace: true,
+            handlers: HashMap::new(),
+            factories: HashMap::new(),
+        }
+    }
+}
+
+impl<P: Process + 'static> Builder<P>
+where
+    P::Command: Command,
+{
+    /// A builder with seed 0, no faults, no handlers, no step limit, the
+    /// trace on.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The seed of the generator that picks the order of steps and draws
+    /// the faults.
+    #[must_use]
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// The faults to inject (none by default).
+    #[must_use]
+    pub fn faults(mut self, faults: Faults) -> Self {
+        self.faults = faults;
+        self
+    }
+
+    /// Stops [`Sim::run`] after this many steps (a process that always
+    /// continues would otherwise run forever); the [`Report`] says so.
+    #[must_use]
+    pub fn max_steps(mut self, max_steps: u64) -> Self {
+        self.max_steps = max_steps;
+        self
+    }
+
+    /// Whether to record the [trace](Sim::trace) (on by default). Off, a
+    /// step costs less (no line is formatted) and the trace stays empty;
+    /// the order of steps and the faults are the same.
+    #[must_use]
+    pub fn trace(mut self, on: bool) -> Self {
+        self.trace = on;
+        self
+    }
+
+    /// Registers `handler` for commands named `name`
+    /// ([`Command::name`]). A command with no handler completes with an
+    /// error. A later registration under the same name replaces the
+    /// earlier one.
+    #[must_use]
+    pub fn handler<F>(mut self, name: impl Into<String>, handler: F) -> Self
+    where
+        F: Fn(P::Command, Completer<P>) + 'static,
+    {
+        self.handlers.insert(name.into(), Box::new(handler));
+        self
+    }
+
+    /// Registers a factory of processes under `name`, for a step's
+    /// [`Context::upgrade_from`]: the upgraded process is what it returns
+    /// (or the process ends with its error, or with [`Error::Panicked`] if
+    /// it panics), as with the scheduler's `Builder::factory`.
+    #[must_use]
+    pub fn factory<F>(mut self, name: impl Into<String>, factory: F) -> Self
+    where
+        F: Fn() -> Result<P, Error> + 'static,
+    {
+        self.factories.insert(name.into(), Box::new(factory));
+        self
+    }
+
+    /// Builds the simulator, at virtual time zero.
+    #[must_use]
+    pub fn build(self) -> Sim<P> {
+        Sim {
+            shared: Rc::new(Shared {
+                seed: self.seed,
+                faults: self.faults,
+                max_steps: self.max_steps,
+                tracing: self.trace,
+                handlers: self.handlers,
+                factories: self.factories,
+                driving: Cell::new(false),
+                inner: RefCell::new(Inner {
+                    rng: Rng::with_seed(self.seed),
+                    now: Duration::ZERO,
+                    timer_seq: 0,
+                    completion_seq: 0,
+                    next_number: 1,
+                    next_serial: 0,
+                    live: BTreeMap::new(),
+                    ready: Vec::new(),
+                    timers: BinaryHeap::new(),
+                    timed: HashMap::new(),
+                    results: BTreeMap::new(),
+                    trace: String::new(),
+                    line: String::new(),
+                    steps: 0,
+                    batch: Vec::new(),
+                    shutdown: None,
+                }),
+            }),
+        }
+    }
+}

@@ -1,0 +1,218 @@
+//! Handlers and their [`Completer`]s: dispatching a step's yields, with
+//! the faults of a dispatch, and queueing their completions.
+
+use std::cmp::Reverse;
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::rc::{Rc, Weak};
+use std::time::Duration;
+
+use stepsched_process::{Command, Error, Event, Pid, Process, StepOutput, Tag};
+
+use crate::state::{Origin, Shared, quietly_drop};
+
+impl<P: Process> Shared<P> {
+    /// Queues the completion of yield `tag` of process `serial` (under
+    /// `pid`), after `after` plus any injected delay. Whether that process
+    /// is live.
+    pub(crate) fn complete(
+        &self,
+        pid: Pid,
+        serial: u64,
+        tag: Tag,
+        result: Result<P::Response, Error>,
+        after: Duration,
+    ) -> bool {
+        // Not borrowed only if a completer is dropped inside the simulator's
+        // own bookkeeping (inside an event being dropped, say): the process
+        // is ending then, and the completion would reach nothing.
+        let Ok(mut inner) = self.inner.try_borrow_mut() else {
+            return false;
+        };
+        if !inner.reachable(pid, serial) {
+            return false;
+        }
+        let mut after = after;
+        if inner.draw(self.faults.delay) {
+            let max = u64::try_from(self.faults.max_delay.as_millis())
+                .unwrap_or(u64::MAX)
+                .max(1);
+            after += Duration::from_millis(inner.rng.u64(1..=max));
+        }
+        if after.is_zero() {
+            inner.completion_seq += 1;
+            let origin = Origin::Completion(inner.completion_seq);
+            inner
+                .push_event(pid, origin, Event::completion(tag, result))
+                .is_ok()
+        } else {
+            inner.timer_seq += 1;
+            let seq = inner.timer_seq;
+            let at = inner.now + after;
+            inner.timers.push(Reverse((at, seq)));
+            inner.timed.insert(seq, (pid, serial, tag, result));
+            true
+        }
+    }
+}
+
+impl<P: Process + 'static> Shared<P>
+where
+    P::Command: Command,
+{
+    /// Hands each yield of `out` to its handler, with the faults of a
+    /// dispatch.
+    pub(crate) fn dispatch(
+        self: &Rc<Self>,
+        pid: Pid,
+        serial: u64,
+        out: &mut StepOutput<P::Command, P::Output>,
+    ) {
+        let mut yields = out.yields_mut().drain();
+        for y in yields.by_ref() {
+            let (error, panic, never) = {
+                let mut inner = self.inner.borrow_mut();
+                // Terminated during the dispatch (by a handler): the yields
+                // not yet dispatched never will be.
+                if inner.live.get(&pid).is_none_or(|e| e.terminated) {
+                    drop(inner);
+                    quietly_drop(y);
+                    break;
+                }
+                (
+                    inner.draw(self.faults.handler_error),
+                    inner.draw(self.faults.handler_panic),
+                    inner.draw(self.faults.never_complete),
+                )
+            };
+            let completer = Completer {
+                shared: Rc::downgrade(self),
+                pid,
+                serial,
+                tag: y.tag,
+                done: false,
+                lost: never,
+            };
+            if error {
+                quietly_drop(y.command);
+                completer.complete(Err(Error::failed("injected handler error")));
+                continue;
+            }
+            if panic {
+                quietly_drop(y.command);
+                // Unwinds without the panic hook (nothing is printed); the
+                // completer, dropped while unwinding, completes the yield
+                // with `Error::Panicked`, as a real panic would.
+                let _ = catch_unwind(AssertUnwindSafe(move || {
+                    let _completer = completer;
+                    resume_unwind(Box::new("injected handler panic"));
+                }));
+                continue;
+            }
+            match self.handlers.get(y.command.name()) {
+                Some(handler) => {
+                    let _ = catch_unwind(AssertUnwindSafe(|| handler(y.command, completer)));
+                }
+                None => {
+                    let message = format!("unknown command `{}`", y.command.name());
+                    quietly_drop(y.command);
+                    completer.complete(Err(Error::Failed(message)));
+                }
+            }
+        }
+        // The yields not dispatched (the process was terminated).
+        let _ = catch_unwind(AssertUnwindSafe(move || yields.for_each(drop)));
+    }
+}
+
+/// Completes one yield of one process, once: now
+/// ([`complete`](Self::complete)) or at a virtual time
+/// ([`complete_after`](Self::complete_after)). Dropped without completing
+/// (the handler forgot it, or panicked), it completes the yield with an
+/// error, as the scheduler's does; [`never`](Self::never) drops it without
+/// that. It may be kept and completed later, from another handler's call;
+/// if the process has ended by then, the completion reaches nothing (nor
+/// does it reach a later process submitted under the same PID).
+pub struct Completer<P: Process> {
+    shared: Weak<Shared<P>>,
+    pid: Pid,
+    serial: u64,
+    tag: Tag,
+    done: bool,
+    /// The never-complete fault: whatever this completes reaches nothing.
+    lost: bool,
+}
+
+impl<P: Process> fmt::Debug for Completer<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Completer")
+            .field("pid", &self.pid)
+            .field("tag", &self.tag)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<P: Process + 'static> Completer<P>
+where
+    P::Command: Command,
+{
+    /// The process whose yield this completes.
+    #[must_use]
+    pub fn pid(&self) -> Pid {
+        self.pid
+    }
+
+    /// The tag of the yield this completes.
+    #[must_use]
+    pub fn tag(&self) -> Tag {
+        self.tag
+    }
+
+    /// Completes the yield now (unless a delay fault holds it back).
+    /// Whether the process was still live to receive it.
+    pub fn complete(self, result: Result<P::Response, Error>) -> bool {
+        self.complete_after(Duration::ZERO, result)
+    }
+
+    /// Completes the yield `after` this much virtual time from now.
+    /// Whether the process is live now (it may end before the time comes;
+    /// the completion then reaches nothing).
+    pub fn complete_after(mut self, after: Duration, result: Result<P::Response, Error>) -> bool {
+        self.done = true;
+        let Some(shared) = self.shared.upgrade() else {
+            return false;
+        };
+        if self.lost {
+            quietly_drop(result);
+            return shared
+                .inner
+                .try_borrow()
+                .is_ok_and(|inner| inner.reachable(self.pid, self.serial));
+        }
+        shared.complete(self.pid, self.serial, self.tag, result, after)
+    }
+
+    /// Drops the completer without completing and without the error a
+    /// dropped completer sends: the yield never completes, as with a
+    /// handler that holds its completer forever (a request lost on the
+    /// way). The process waits until it is terminated or shut down.
+    pub fn never(mut self) {
+        self.done = true;
+    }
+}
+
+impl<P: Process> Drop for Completer<P> {
+    fn drop(&mut self) {
+        if self.done || self.lost {
+            return;
+        }
+        let error = if std::thread::panicking() {
+            Error::Panicked("the handler panicked before completing".into())
+        } else {
+            Error::failed("the handler dropped its completer without completing")
+        };
+        if let Some(shared) = self.shared.upgrade() {
+            shared.complete(self.pid, self.serial, self.tag, Err(error), Duration::ZERO);
+        }
+    }
+}

@@ -1,0 +1,291 @@
+//! [`Sim`], the simulator's public face, and the [`Reach`] its processes
+//! get through their contexts.
+
+use std::fmt;
+use std::rc::Rc;
+use std::time::Duration;
+
+use stepsched_process::{
+    Command, Error, Package, Pid, Process, Reach, SendError, SubmitError, TerminateError,
+};
+
+#[cfg(doc)]
+use crate::Faults;
+use crate::join::JoinHandle;
+use crate::state::{Outcome, Shared, close, quietly_drop};
+use crate::{Builder, Report, ShutdownReport};
+#[cfg(doc)]
+use stepsched_process::CancelToken;
+
+/// The [`Reach`] handed to the contexts of steps and inits.
+pub(crate) struct ReachOf<P: Process>(pub(crate) Rc<Shared<P>>);
+
+impl<P: Process + 'static> Reach<P> for ReachOf<P>
+where
+    P::Command: Command,
+{
+    fn send(&self, package: Package<P::Message>) -> Result<(), SendError<P::Message>> {
+        self.0.deliver(package)
+    }
+
+    fn spawn(&self, child: P, method: &str, input: P::Input) -> Result<Pid, SubmitError<P>> {
+        let pid = self.0.allocate_pid();
+        self.0.submit(pid, child, method, input).map(|h| h.pid())
+    }
+
+    fn terminate(&self, pid: Pid) -> Result<(), TerminateError> {
+        self.0.terminate(pid, "requested")
+    }
+}
+
+/// A deterministic simulator of processes of type `P`; see the crate
+/// documentation.
+///
+/// A `Sim` is single-threaded (it is neither `Send` nor `Sync`), and so
+/// are its handlers: they need not be `Send`.
+pub struct Sim<P: Process> {
+    pub(crate) shared: Rc<Shared<P>>,
+}
+
+impl<P: Process> fmt::Debug for Sim<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let inner = self.shared.inner.borrow();
+        f.debug_struct("Sim")
+            .field("seed", &self.shared.seed)
+            .field("now", &inner.now)
+            .field("live", &inner.live.len())
+            .field("steps", &inner.steps)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<P: Process + 'static> Sim<P>
+where
+    P::Command: Command,
+{
+    /// A [`Builder`].
+    #[must_use]
+    pub fn builder() -> Builder<P> {
+        Builder::new()
+    }
+
+    /// The seed this simulator was built with: print it when a check fails.
+    #[must_use]
+    pub fn seed(&self) -> u64 {
+        self.shared.seed
+    }
+
+    /// A fresh PID (node 0, numbers from 1 up), for [`submit`](Self::submit).
+    #[must_use]
+    pub fn allocate_pid(&self) -> Pid {
+        self.shared.allocate_pid()
+    }
+
+    /// Starts `process` under `pid`: runs its `init` with `method` and
+    /// `input` now, then makes it runnable. Returns its [`JoinHandle`], as
+    /// the scheduler's `submit` does.
+    ///
+    /// # Errors
+    ///
+    /// [`SubmitError::Stopping`] once a shutdown has begun (the process is
+    /// handed back, not initialized); [`SubmitError::Init`] if `init` fails
+    /// or panics (the process is closed); [`SubmitError::DuplicatePid`] if
+    /// a live process has `pid` (the new one was initialized and closed,
+    /// and is handed back).
+    pub fn submit(
+        &self,
+        pid: Pid,
+        process: P,
+        method: &str,
+        input: P::Input,
+    ) -> Result<JoinHandle<P>, SubmitError<P>> {
+        self.shared.submit(pid, process, method, input)
+    }
+
+    /// Sends `message` to process `pid`, from outside any process (its
+    /// step sees `from: None`).
+    ///
+    /// # Errors
+    ///
+    /// The message is handed back: [`SendError::Closed`] if `pid` was
+    /// allocated here or ran here and is not live (it completed or was
+    /// terminated), [`SendError::UnknownPid`] otherwise.
+    pub fn send(&self, pid: Pid, message: P::Message) -> Result<(), SendError<P::Message>> {
+        self.shared.deliver(Package::new(pid, "", message))
+    }
+
+    /// Ends process `pid` with [`Error::Terminated`]: at once, or, if it
+    /// is being stepped (a process terminating itself), when its step
+    /// returns. Its queued events are dropped and it is closed.
+    ///
+    /// # Errors
+    ///
+    /// [`TerminateError::AlreadyComplete`] if `pid` was allocated or ran
+    /// here and is not live, [`TerminateError::UnknownPid`] otherwise.
+    pub fn terminate(&self, pid: Pid) -> Result<(), TerminateError> {
+        self.shared.terminate(pid, "requested")
+    }
+
+    /// Steps processes, one at a time in seeded random order, firing
+    /// timers when none is runnable, until no process is runnable and no
+    /// timer is pending (or the step limit is reached). It can be called
+    /// again after more submits or sends.
+    ///
+    /// # Panics
+    ///
+    /// If called from inside a step or a handler.
+    pub fn run(&self) -> Report {
+        self.shared.drive(&|| false, None)
+    }
+
+    /// Shuts down as the scheduler does, in virtual time: refuses new
+    /// submits ([`SubmitError::Stopping`]), cancels every live process's
+    /// [`CancelToken`] and sends it a cancel event, runs until every
+    /// process has ended or the clock reaches `deadline` from now, then
+    /// forces the rest to end with [`Error::Cancelled`] (closed once,
+    /// result published). Timers due after that reach nothing.
+    ///
+    /// Only the first shutdown reports: a later call (or one after the
+    /// [`Faults::shutdown`] fault began one) finishes that shutdown if it
+    /// has not finished and reports nothing more.
+    ///
+    /// ```
+    /// # use stepsched_process::{Context, Error, Events, Process, Status, StepOutput};
+    /// # use stepsched_sim::Sim;
+    /// # use std::time::Duration;
+    /// /// Waits for messages; stops on its cancel event.
+    /// struct Listener;
+    /// impl Process for Listener {
+    /// #   type Input = (); type Message = u8; type Response = u8; type Command = String; type Output = ();
+    /// #   fn init(&mut self, _: &Context<'_, Self>, _: &str, _: ()) -> Result<(), Error> { Ok(()) }
+    ///     fn step(&mut self, _: &mut Context<'_, Self>, events: Events<'_, u8>, out: &mut StepOutput<String, ()>) -> Result<(), Error> {
+    ///         if events.into_iter().any(|e| e.is_cancel()) {
+    ///             return Err(Error::Cancelled);
+    ///         }
+    ///         out.set_status(Status::Idle);
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let sim = Sim::<Listener>::builder().build();
+    /// let join = sim.submit(sim.allocate_pid(), Listener, "main", ()).unwrap();
+    /// sim.run();
+    /// let report = sim.shutdown(Duration::from_secs(1));
+    /// assert_eq!((report.cancelled, report.forced), (1, 0));
+    /// assert!(matches!(join.join(), Err(Error::Cancelled)));
+    /// assert_eq!(sim.now(), Duration::ZERO, "no one waited for the deadline");
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If called from inside a step or a handler.
+    pub fn shutdown(&self, deadline: Duration) -> ShutdownReport {
+        let first = self.shared.begin_shutdown(deadline, "requested");
+        let report = self.shared.drive(&|| false, None);
+        match (first, report.shutdown) {
+            (true, Some(report)) => report,
+            _ => ShutdownReport::default(),
+        }
+    }
+
+    /// Whether a shutdown has begun.
+    #[must_use]
+    pub fn is_stopping(&self) -> bool {
+        self.shared.inner.borrow().stopping()
+    }
+
+    /// Takes the result of the latest process submitted under `pid`, if it
+    /// has ended and its result was not taken yet (by this or by its
+    /// [`JoinHandle`]).
+    #[must_use]
+    pub fn take_result(&self, pid: Pid) -> Option<Result<P::Output, Error>> {
+        let cell = Rc::clone(self.shared.inner.borrow().results.get(&pid)?);
+        let mut cell = cell.borrow_mut();
+        match std::mem::replace(&mut *cell, Outcome::Taken) {
+            Outcome::Done(result) => Some(result),
+            other => {
+                *cell = other;
+                None
+            }
+        }
+    }
+
+    /// Whether process `pid` is live (submitted and not ended).
+    #[must_use]
+    pub fn is_live(&self, pid: Pid) -> bool {
+        self.shared.inner.borrow().live.contains_key(&pid)
+    }
+
+    /// The virtual time: zero at build, moved only by timers (and by
+    /// deadlines: a shutdown's, a [`JoinHandle::join_timeout`]'s).
+    #[must_use]
+    pub fn now(&self) -> Duration {
+        self.shared.inner.borrow().now
+    }
+
+    /// The trace so far: one line per step (virtual time, PID, the events
+    /// delivered, the status, the yields), per submit and per end. The same
+    /// seed and the same inputs give the same lines. Empty if the builder
+    /// turned it off ([`Builder::trace`]).
+    #[must_use]
+    pub fn trace(&self) -> Vec<String> {
+        self.shared
+            .inner
+            .borrow()
+            .trace
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// The trace as one text, a line each.
+    #[must_use]
+    pub fn trace_text(&self) -> String {
+        self.shared.inner.borrow().trace.clone()
+    }
+}
+
+impl<P: Process> Drop for Sim<P> {
+    /// Closes every process still live (once each); their results become
+    /// [`Error::Cancelled`]; their queued events and pending timers are
+    /// dropped.
+    fn drop(&mut self) {
+        let (live, timed) = {
+            let mut inner = self.shared.inner.borrow_mut();
+            inner.timers.clear();
+            (
+                std::mem::take(&mut inner.live),
+                std::mem::take(&mut inner.timed),
+            )
+        };
+        for (_, mut entry) in live {
+            entry.cancel.cancel();
+            if let Some(process) = entry.process.take() {
+                close(process);
+            }
+            *entry.result.borrow_mut() = Outcome::Done(Err(Error::Cancelled));
+            quietly_drop(entry);
+        }
+        quietly_drop(timed);
+    }
+}
+
+impl<P: Process + 'static> Reach<P> for Sim<P>
+where
+    P::Command: Command,
+{
+    fn send(&self, package: Package<P::Message>) -> Result<(), SendError<P::Message>> {
+        self.shared.deliver(package)
+    }
+
+    fn spawn(&self, child: P, method: &str, input: P::Input) -> Result<Pid, SubmitError<P>> {
+        let pid = self.shared.allocate_pid();
+        self.shared
+            .submit(pid, child, method, input)
+            .map(|h| h.pid())
+    }
+
+    fn terminate(&self, pid: Pid) -> Result<(), TerminateError> {
+        self.shared.terminate(pid, "requested")
+    }
+}

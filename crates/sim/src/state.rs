@@ -1,0 +1,203 @@
+//! The simulator's state: live processes, their queued events, timers,
+//! results, and what the simulator, its join handles and its completers
+//! share.
+
+use std::cell::{Cell, RefCell};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::rc::Rc;
+use std::time::Duration;
+
+use fastrand::Rng;
+use stepsched_process::{CancelToken, Error, Event, Pid, Process, Tag};
+
+use crate::builder::{FactoryFn, HandlerFn};
+use crate::{Faults, ShutdownReport};
+
+/// Where a queued event came from, for the per-sender order.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Origin {
+    /// A message from outside any process.
+    Host,
+    /// A message from this process.
+    Process(Pid),
+    /// A completion (each its own origin).
+    Completion(u64),
+    /// The cancel event of a shutdown.
+    Cancel,
+}
+
+/// A completion waiting for its virtual time: to which process (PID and
+/// serial), which yield, what.
+pub(crate) type Timed<P> = (Pid, u64, Tag, Result<<P as Process>::Response, Error>);
+
+/// The event type of `P`.
+pub(crate) type Ev<P> = Event<<P as Process>::Message, <P as Process>::Response>;
+
+/// Where the result of one process waits for its [`JoinHandle`] or for
+/// [`Sim::take_result`].
+pub(crate) enum Outcome<O> {
+    Pending,
+    Done(Result<O, Error>),
+    Taken,
+}
+
+/// The result cell of one process, shared by its entry, the results map
+/// and its join handle.
+pub(crate) type ResultCell<P> = Rc<RefCell<Outcome<<P as Process>::Output>>>;
+
+/// One live process.
+pub(crate) struct Entry<P: Process> {
+    /// `None` while it is being stepped (or initialized by an upgrade).
+    pub(crate) process: Option<P>,
+    /// Which process this is among all that had its PID: a completer of an
+    /// earlier one must not reach it.
+    pub(crate) serial: u64,
+    pub(crate) cancel: CancelToken,
+    pub(crate) pending: Vec<(Origin, Ev<P>)>,
+    pub(crate) result: ResultCell<P>,
+    /// In the ready list.
+    pub(crate) queued: bool,
+    /// Being stepped now.
+    pub(crate) running: bool,
+    /// Terminated while being stepped: the step's end closes it.
+    pub(crate) terminated: bool,
+}
+
+/// A shutdown that has begun.
+pub(crate) struct Stopping {
+    /// The virtual time at which the processes still live are forced.
+    pub(crate) deadline: Duration,
+    pub(crate) report: ShutdownReport,
+    /// Every process has ended.
+    pub(crate) finished: bool,
+}
+
+/// The simulator's mutable state, borrowed only between calls into
+/// process or handler code, never across them.
+pub(crate) struct Inner<P: Process> {
+    pub(crate) rng: Rng,
+    pub(crate) now: Duration,
+    pub(crate) timer_seq: u64,
+    pub(crate) completion_seq: u64,
+    pub(crate) next_number: u64,
+    pub(crate) next_serial: u64,
+    pub(crate) live: BTreeMap<Pid, Entry<P>>,
+    pub(crate) ready: Vec<Pid>,
+    pub(crate) timers: BinaryHeap<Reverse<(Duration, u64)>>,
+    pub(crate) timed: HashMap<u64, Timed<P>>,
+    /// The result cell of the latest process of each PID submitted here.
+    pub(crate) results: BTreeMap<Pid, ResultCell<P>>,
+    /// The trace, a line each, each ending in a newline.
+    pub(crate) trace: String,
+    /// The line of the step being taken (a buffer reused by every step).
+    pub(crate) line: String,
+    pub(crate) steps: u64,
+    /// The events of the step being taken (a buffer reused by every step).
+    pub(crate) batch: Vec<Ev<P>>,
+    pub(crate) shutdown: Option<Stopping>,
+}
+
+impl<P: Process> Inner<P> {
+    /// Whether `pid` was handed out or ran here: refusals for it are
+    /// `Closed`, not `UnknownPid`.
+    pub(crate) fn known(&self, pid: Pid) -> bool {
+        self.results.contains_key(&pid) || (pid.node() == 0 && pid.number() < self.next_number)
+    }
+
+    pub(crate) fn draw(&mut self, probability: f64) -> bool {
+        probability > 0.0 && self.rng.f64() < probability
+    }
+
+    pub(crate) fn make_ready(&mut self, pid: Pid) {
+        if let Some(e) = self.live.get_mut(&pid)
+            && !e.queued
+            && !e.running
+        {
+            e.queued = true;
+            self.ready.push(pid);
+        }
+    }
+
+    pub(crate) fn push_event(
+        &mut self,
+        pid: Pid,
+        origin: Origin,
+        event: Ev<P>,
+    ) -> Result<(), Ev<P>> {
+        match self.live.get_mut(&pid) {
+            Some(e) if !e.terminated => {
+                e.pending.push((origin, event));
+                if !e.queued && !e.running {
+                    e.queued = true;
+                    self.ready.push(pid);
+                }
+                Ok(())
+            }
+            _ => Err(event),
+        }
+    }
+
+    /// Whether `pid` is live as the process numbered `serial`, not
+    /// terminated.
+    pub(crate) fn reachable(&self, pid: Pid, serial: u64) -> bool {
+        self.live
+            .get(&pid)
+            .is_some_and(|e| e.serial == serial && !e.terminated)
+    }
+
+    /// Whether a shutdown has begun.
+    pub(crate) fn stopping(&self) -> bool {
+        self.shutdown.is_some()
+    }
+
+    /// A shutdown that has begun and not finished.
+    pub(crate) fn shutting_down(&self) -> Option<&Stopping> {
+        self.shutdown.as_ref().filter(|s| !s.finished)
+    }
+
+    /// Appends `line` to the trace.
+    pub(crate) fn push_line(&mut self, line: &str) {
+        self.trace.push_str(line);
+        self.trace.push('\n');
+    }
+}
+
+/// What the simulator, its join handles and its completers share.
+pub(crate) struct Shared<P: Process> {
+    pub(crate) seed: u64,
+    pub(crate) faults: Faults,
+    pub(crate) max_steps: u64,
+    pub(crate) tracing: bool,
+    pub(crate) handlers: HashMap<String, HandlerFn<P>>,
+    pub(crate) factories: HashMap<String, FactoryFn<P>>,
+    /// A run (or join, or shutdown) is in progress: another must not start
+    /// from inside it.
+    pub(crate) driving: Cell<bool>,
+    pub(crate) inner: RefCell<Inner<P>>,
+}
+
+/// Runs `f`, turning a panic into an error.
+pub(crate) fn caught<T>(f: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(panic) => Err(Error::from_panic(&*panic)),
+    }
+}
+
+/// Closes `process` and drops it, ignoring a panic in either.
+pub(crate) fn close<P: Process>(mut process: P) {
+    let _ = catch_unwind(AssertUnwindSafe(|| process.close()));
+    quietly_drop(process);
+}
+
+/// Closes a process that is kept (its value is handed back afterwards).
+pub(crate) fn close_ref<P: Process>(process: &mut P) {
+    let _ = catch_unwind(AssertUnwindSafe(|| process.close()));
+}
+
+/// Drops `value`, ignoring a panic in its `Drop`.
+pub(crate) fn quietly_drop<T>(value: T) {
+    let _ = catch_unwind(AssertUnwindSafe(move || drop(value)));
+}
