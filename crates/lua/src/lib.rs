@@ -74,7 +74,9 @@ use stepsched::{
 };
 
 mod guard;
+mod pattern;
 mod sandbox;
+mod strlib;
 
 use guard::{Doom, Guard, Install};
 use sandbox::ModuleKind;
