@@ -85,6 +85,7 @@
 // values computed only for them unused; the default build checks them all.
 #![cfg_attr(not(feature = "tracing"), allow(unused_variables, dead_code))]
 
+mod next;
 mod primitive;
 mod queue;
 mod shared;

@@ -15,6 +15,9 @@
 //!   announced, so a sleeping worker steals while the owner stays busy.
 //! * The submission gate alone: an accepted push happens before `close`
 //!   returns (a plain write that loom checks for a data race).
+//! * The next-item slot: its owner puts and takes while a thief steals;
+//!   every item is taken exactly once, and the value's cell (a loom cell)
+//!   is never read and written at once.
 //!
 //! A lost wake-up shows as a loom deadlock (the producer joins a worker that
 //! is blocked on its condition variable); every model also checks a
@@ -50,7 +53,7 @@ fn sleeper(
             Steal::Retry => thread::yield_now(),
             Steal::Empty => match sleep.park(index, searching, || !stealer.is_empty(), || {}) {
                 Parked::Exit => return None,
-                Parked::Work | Parked::Woken => searching = true,
+                Parked::Work | Parked::Woken | Parked::Watched => searching = true,
             },
         }
     }
@@ -148,7 +151,7 @@ fn draining_ends_the_pool_and_runs_the_last_item() {
                     Steal::Retry => thread::yield_now(),
                     Steal::Empty => match s.park(1, searching, || !stealer.is_empty(), || {}) {
                         Parked::Exit => return got,
-                        Parked::Work | Parked::Woken => searching = true,
+                        Parked::Work | Parked::Woken | Parked::Watched => searching = true,
                     },
                 }
             }
@@ -169,7 +172,7 @@ fn draining_ends_the_pool_and_runs_the_last_item() {
                     exited = true;
                     break;
                 }
-                Parked::Work | Parked::Woken => searching = true,
+                Parked::Work | Parked::Woken | Parked::Watched => searching = true,
             }
         }
         assert!(exited, "the owner's loop bound was reached");
@@ -323,5 +326,36 @@ fn gate_close_waits_for_an_accepted_push() {
         let seen = pushed.0.with(|p| unsafe { *p });
         let accepted = submitter.join().unwrap();
         assert_eq!(seen, if accepted { 7 } else { 0 });
+    });
+}
+
+/// The next-item slot's owner puts two items (the second displaces the
+/// first, unless a thief took it) and takes what is left, while a thief
+/// tries to steal twice: each item ends up with exactly one of them.
+#[test]
+fn next_slot_owner_and_thief_take_each_item_once() {
+    use crate::next::NextSlot;
+
+    loom::model(|| {
+        let slot = Arc::new(NextSlot::new(true));
+        let thief = {
+            let slot = slot.clone();
+            thread::spawn(move || {
+                let mut got = Vec::new();
+                for _ in 0..2 {
+                    got.extend(slot.steal());
+                }
+                got
+            })
+        };
+        let mut mine = Vec::new();
+        mine.extend(slot.put(1usize));
+        mine.extend(slot.put(2));
+        mine.extend(slot.take());
+        let mut all = thief.join().unwrap();
+        all.extend(mine);
+        all.sort_unstable();
+        assert_eq!(all, [1, 2], "an item lost or taken twice");
+        assert!(!slot.is_full());
     });
 }

@@ -32,6 +32,36 @@ pub(crate) mod sync {
     }
 }
 
+/// A cell with loom's closure API: std's `UnsafeCell` normally, loom's
+/// (which checks every access against the model's happens-before) under
+/// loom.
+#[cfg(not(stepsched_loom))]
+pub(crate) mod cell {
+    #[derive(Debug, Default)]
+    pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
+
+    impl<T> UnsafeCell<T> {
+        pub(crate) const fn new(value: T) -> Self {
+            UnsafeCell(std::cell::UnsafeCell::new(value))
+        }
+
+        #[inline(always)]
+        pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+            f(self.0.get())
+        }
+
+        #[inline(always)]
+        pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+            f(self.0.get())
+        }
+    }
+}
+
+#[cfg(stepsched_loom)]
+pub(crate) mod cell {
+    pub(crate) use loom::cell::UnsafeCell;
+}
+
 #[cfg(not(stepsched_loom))]
 pub(crate) mod thread {
     pub(crate) use std::thread::{Builder, JoinHandle, yield_now};

@@ -20,6 +20,7 @@ use crossbeam_utils::CachePadded;
 use stepsched_deque::{Steal, Stealer};
 
 use crate::Runner;
+use crate::next::NextSlot;
 use crate::primitive::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use crate::primitive::thread;
 use crate::queue::Queue;
@@ -89,6 +90,8 @@ pub(crate) struct Shared<T> {
     pub(crate) inboxes: Box<[CachePadded<Queue<T>>]>,
     /// Thief handles of every worker's deque.
     pub(crate) stealers: Box<[Stealer<T>]>,
+    /// Every worker's next-item slot (`WorkerContext::push_next`).
+    pub(crate) nexts: Box<[CachePadded<NextSlot<T>>]>,
     /// Per-worker statistics.
     pub(crate) counters: Box<[CachePadded<Counters>]>,
     pub(crate) sleep: Sleep,
@@ -116,6 +119,9 @@ impl<T: Send + 'static> Shared<T> {
                 .map(|_| CachePadded::new(Queue::new()))
                 .collect(),
             stealers: stealers.into_boxed_slice(),
+            nexts: (0..workers)
+                .map(|_| CachePadded::new(NextSlot::new(workers > 1)))
+                .collect(),
             counters: (0..workers)
                 .map(|_| CachePadded::new(Counters::default()))
                 .collect(),
@@ -168,6 +174,9 @@ impl<T: Send + 'static> Shared<T> {
 
     /// Drops every queued item. Only called once no worker runs.
     pub(crate) fn drop_queued(&self) {
+        for next in self.nexts.iter() {
+            drop(next.steal());
+        }
         while self.global.pop().is_some() {}
         for inbox in self.inboxes.iter() {
             while inbox.pop().is_some() {}

@@ -65,7 +65,7 @@
 
 use crossbeam_utils::CachePadded;
 
-use crate::primitive::sync::atomic::{AtomicUsize, Ordering, fence};
+use crate::primitive::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
 use crate::primitive::sync::{Condvar, Mutex, MutexGuard};
 
 /// Bit position of the `sleeping` count in the state word.
@@ -118,6 +118,10 @@ struct Sleepers {
     terminated: bool,
 }
 
+/// How long a watcher sleeps before it looks at the next-item slots again
+/// (see [`Sleep::park`]).
+const WATCH: std::time::Duration = std::time::Duration::from_millis(1);
+
 /// How a call to [`Sleep::park`] ended.
 #[must_use]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,6 +130,9 @@ pub(crate) enum Parked {
     Work,
     /// The worker blocked and was woken. It is searching.
     Woken,
+    /// The worker watched (see [`Sleep::park`]) and its time ran out: it
+    /// unregistered itself and is searching.
+    Watched,
     /// The pool terminated: the worker must exit.
     Exit,
 }
@@ -138,6 +145,12 @@ pub(crate) struct Sleep {
     /// One condition variable per worker, so a wake-up targets one thread.
     wakers: Box<[Condvar]>,
     workers: usize,
+    /// Whether a worker sleeps as the watcher: with a time limit, to look
+    /// at the other workers' next-item slots again (see [`Sleep::park`]).
+    /// Set and cleared under the mutex; read without it by `nudge`.
+    /// On a line of its own: `nudge` reads it at every `push_next`, and
+    /// the mutex beside it changes at every park.
+    watching: CachePadded<AtomicBool>,
 }
 
 impl Sleep {
@@ -156,6 +169,7 @@ impl Sleep {
             }),
             wakers: (0..workers).map(|_| Condvar::new()).collect(),
             workers,
+            watching: CachePadded::new(AtomicBool::new(false)),
         }
     }
 
@@ -227,6 +241,26 @@ impl Sleep {
             return;
         }
         self.wake_one_cold(prefer);
+    }
+
+    /// A worker kept an item in its next-item slot, announced to nobody:
+    /// if no worker searches, none watches and some sleep, wake one, so
+    /// that an idle worker is awake to take the item should the owner's
+    /// run go on for long (see `crate::next`). A hint, not part of the
+    /// no-lost-wake-up argument: the owner runs the item anyway once its
+    /// run returns, so the loads need no fence.
+    #[inline]
+    pub(crate) fn nudge(&self) {
+        // Relaxed (both): a stale value costs a wake-up or delays one; no
+        // item is lost either way.
+        if self.watching.load(Ordering::Relaxed) {
+            return;
+        }
+        let state = State(self.state.load(Ordering::Relaxed));
+        if state.searching() > 0 || state.sleeping() == 0 {
+            return;
+        }
+        self.wake_one_cold(None);
     }
 
     #[cold]
@@ -301,10 +335,42 @@ impl Sleep {
             return Parked::Exit;
         }
         on_block();
+        // While another worker is awake (running, or searching), one
+        // sleeper watches: it sleeps at most `WATCH`, then searches again,
+        // and so takes an item left in a next-item slot behind a long run
+        // (see `crate::next`). Relaxed: `watching` changes under the mutex
+        // we hold; `nudge` reads it as a hint.
+        let watch = prev.sleeping() + 1 < self.workers
+            && !sleepers.draining
+            && !self.watching.load(Ordering::Relaxed);
+        if watch {
+            self.watching.store(true, Ordering::Relaxed);
+        }
         while !sleepers.notified[index] {
-            sleepers = self.wakers[index]
-                .wait(sleepers)
+            if !watch {
+                sleepers = self.wakers[index]
+                    .wait(sleepers)
+                    .unwrap_or_else(|e| e.into_inner());
+                continue;
+            }
+            let (guard, waited) = self.wakers[index]
+                .wait_timeout(sleepers, WATCH)
                 .unwrap_or_else(|e| e.into_inner());
+            sleepers = guard;
+            if waited.timed_out() && !sleepers.notified[index] {
+                // Nobody took us off the list: do it ourselves, and search.
+                if let Some(at) = sleepers.idle.iter().position(|&i| i == index) {
+                    sleepers.idle.swap_remove(at);
+                }
+                // SeqCst: as every change of the word (see the module docs).
+                self.state
+                    .fetch_add(SLEEPING_TO_SEARCHING, Ordering::SeqCst);
+                self.watching.store(false, Ordering::Relaxed);
+                return Parked::Watched;
+            }
+        }
+        if watch {
+            self.watching.store(false, Ordering::Relaxed);
         }
         sleepers.notified[index] = false;
         if sleepers.terminated {
@@ -353,6 +419,14 @@ impl Sleep {
     /// the mutex from registering until it waits).
     pub(crate) fn sleeping(&self) -> usize {
         self.lock().idle.len()
+    }
+
+    /// Pretends a watcher sleeps (or none), for tests that need a sleeper
+    /// not to watch.
+    #[cfg(all(test, not(stepsched_loom)))]
+    pub(crate) fn set_watching(&self, on: bool) {
+        let _sleepers = self.lock();
+        self.watching.store(on, Ordering::Relaxed);
     }
 
     /// Workers currently counted as searching.

@@ -2,7 +2,7 @@
 //! state machine driven by hand on one thread.
 
 use crate::sleep::{Parked, Sleep};
-use crate::worker::{Backoff, backoff};
+use crate::worker::{Backoff, Found, Search, backoff};
 
 #[test]
 fn backoff_spins_then_yields_then_parks() {
@@ -55,6 +55,9 @@ fn begin_draining_ends_an_idle_pool_at_once() {
 #[test]
 fn notify_skips_when_someone_searches() {
     let sleep = std::sync::Arc::new(Sleep::new(2));
+    // Another sleeper watches the next-item slots: this one sleeps without
+    // a time limit.
+    sleep.set_watching(true);
     let (tx, rx) = std::sync::mpsc::channel();
     let s = sleep.clone();
     let t = std::thread::spawn(move || s.park(1, false, || false, || tx.send(()).unwrap()));
@@ -73,6 +76,8 @@ fn notify_skips_when_someone_searches() {
 #[test]
 fn notify_prefers_the_named_sleeper() {
     let sleep = std::sync::Arc::new(Sleep::new(3));
+    // Another sleeper watches: these sleep without a time limit.
+    sleep.set_watching(true);
     let mut threads = Vec::new();
     for i in [1, 2] {
         let (tx, rx) = std::sync::mpsc::channel();
@@ -105,7 +110,9 @@ fn push_next_wakes_nobody_but_announces_what_it_displaces() {
         Box::new(|_: u32, _: &WorkerContext<u32>| {}),
     ));
     let [mine, _theirs] = deques;
-    // Worker 1 sleeps; nobody searches.
+    // Worker 1 sleeps; nobody searches; some worker watches the next-item
+    // slots (so that worker 1 sleeps without a time limit).
+    shared.sleep.set_watching(true);
     let (tx, rx) = std::sync::mpsc::channel();
     let s = shared.clone();
     let t = std::thread::spawn(move || s.sleep.park(1, false, || false, || tx.send(()).unwrap()));
@@ -115,7 +122,7 @@ fn push_next_wakes_nobody_but_announces_what_it_displaces() {
     assert_eq!(
         shared.sleep.sleeping(),
         1,
-        "the item to run next woke a worker"
+        "the item to run next woke a worker while one watches"
     );
     ctx.push_next(2);
     assert_eq!(
@@ -267,4 +274,132 @@ fn searchers_are_capped_at_half_the_pool() {
         assert!(sleep.try_start_searching());
         assert!(!sleep.try_start_searching());
     }
+}
+
+/// With nobody searching and nobody watching the next-item slots, an item
+/// kept to run next wakes one sleeper, to watch it should the owner's run
+/// go on for long (it is not announced as work: the owner runs it).
+#[test]
+fn push_next_wakes_a_watcher_when_nobody_watches() {
+    use std::sync::Arc;
+
+    use stepsched_deque::Worker as Deque;
+
+    use crate::shared::Shared;
+    use crate::worker::WorkerContext;
+
+    let deques = [Deque::new(), Deque::new()];
+    let shared = Arc::new(Shared::new(
+        deques.iter().map(Deque::stealer).collect(),
+        Box::new(|_: u32, _: &WorkerContext<u32>| {}),
+    ));
+    let [mine, _theirs] = deques;
+    // Worker 1 sleeps without a time limit (a watcher was pretended while
+    // it parked), then the pretence ends: nobody watches.
+    shared.sleep.set_watching(true);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let s = shared.clone();
+    std::thread::spawn(move || {
+        let parked = s.sleep.park(1, false, || false, || tx.send(()).unwrap());
+        done_tx.send(parked).unwrap();
+    });
+    rx.recv().unwrap();
+    shared.sleep.set_watching(false);
+    let ctx = WorkerContext::new(0, mine, shared.clone());
+    ctx.push_next(1);
+    // The time limit only bounds a failure (a sleeper never woken).
+    let parked = done_rx.recv_timeout(std::time::Duration::from_secs(20));
+    if parked.is_err() {
+        shared.sleep.terminate();
+    }
+    assert_eq!(
+        parked,
+        Ok(Parked::Woken),
+        "the sleeper was woken to watch"
+    );
+    assert_eq!(shared.sleep.sleeping(), 0);
+    assert_eq!(ctx.drain_local(), [1], "the item stays the owner's");
+}
+
+/// A thief takes an item from another worker's next-item slot only when
+/// it finds it there twice with the owner's run count unchanged: the owner
+/// is stuck in the run that filled it.
+#[test]
+fn a_next_item_is_taken_only_from_an_owner_stuck_in_its_run() {
+    let (owner, thief, shared) = owner_and_thief();
+    let mut search = Search::new(1).with_stuck(std::time::Duration::ZERO);
+    let mut find = || match search.find(&thief) {
+        Found::Item(item) => Some(item),
+        _ => None,
+    };
+    owner.push_next(7);
+    assert_eq!(
+        find(),
+        None,
+        "first sight: the owner may take it any moment"
+    );
+    // The owner starts another run: its count moves.
+    shared.nexts[0].count_run();
+    assert_eq!(find(), None, "the owner moved on since: not stuck");
+    assert_eq!(find(), Some(7), "the same run twice: taken");
+    assert_eq!(owner.drain_local(), Vec::<u32>::new(), "taken once");
+}
+
+/// ... and only once the owner has stayed in that run for the time limit:
+/// searches in quick succession see a chain's owner in one run too.
+#[test]
+fn a_next_item_is_not_taken_before_its_owner_was_stuck_for_the_limit() {
+    let (owner, thief, _shared) = owner_and_thief();
+    let mut search = Search::new(1).with_stuck(std::time::Duration::from_secs(3600));
+    owner.push_next(7);
+    for _ in 0..100 {
+        assert!(
+            !matches!(search.find(&thief), Found::Item(_)),
+            "taken before the owner was stuck for the limit"
+        );
+    }
+    assert_eq!(owner.drain_local(), vec![7], "still the owner's");
+}
+
+/// An owner (worker 0) and a thief (worker 1) of one pool, nobody parked,
+/// and a watcher pretended (so `push_next` wakes nobody).
+fn owner_and_thief() -> (
+    crate::worker::WorkerContext<u32>,
+    crate::worker::WorkerContext<u32>,
+    std::sync::Arc<crate::shared::Shared<u32>>,
+) {
+    use std::sync::Arc;
+
+    use stepsched_deque::Worker as Deque;
+
+    use crate::shared::Shared;
+    use crate::worker::WorkerContext;
+
+    let deques = [Deque::new(), Deque::new()];
+    let shared = Arc::new(Shared::new(
+        deques.iter().map(Deque::stealer).collect(),
+        Box::new(|_: u32, _: &WorkerContext<u32>| {}),
+    ));
+    shared.sleep.set_watching(true);
+    let [owner_deque, thief_deque] = deques;
+    let owner = WorkerContext::new(0, owner_deque, shared.clone());
+    let thief = WorkerContext::new(1, thief_deque, shared.clone());
+    (owner, thief, shared)
+}
+
+/// While another worker is awake, one sleeper watches: it sleeps with a
+/// time limit and comes back searching when it runs out (a wait it ends
+/// itself, not a wake-up by a producer).
+#[test]
+fn one_sleeper_watches_while_another_worker_is_awake() {
+    let sleep = std::sync::Arc::new(Sleep::new(2));
+    // Worker 0 is awake (not registered); worker 1 parks and watches.
+    let s = sleep.clone();
+    let outcome = std::thread::spawn(move || s.park(1, false, || false, || {}))
+        .join()
+        .unwrap();
+    assert_eq!(outcome, Parked::Watched);
+    assert_eq!(sleep.sleeping(), 0, "the watcher took itself off the list");
+    assert_eq!(sleep.searching(), 1, "and searches");
 }

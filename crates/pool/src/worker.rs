@@ -10,7 +10,12 @@
 //! 3. the global queue: one item to run plus up to [`GLOBAL_BATCH`] more
 //!    moved into the deque;
 //! 4. the other workers, from a random start (fastrand; a fixed start under
-//!    loom): `steal_half_into` each deque, then one item from each inbox.
+//!    loom): `steal_half_into` each deque, then one item from each inbox,
+//!    then, in a search that follows a watch (see `SLEEP.md`), an item
+//!    left in a worker's next-item slot since this worker's previous look
+//!    at least [`STUCK`] ago while that worker stayed in the same run (it
+//!    is stuck in a long one: see `crate::next`). At most half the workers
+//!    search at once; the others back off without sweeping.
 //!
 //! Every [`FAIRNESS_INTERVAL`]th call checks the inbox, the global queue
 //! and the oldest item of the worker's own deque (through its stealer's
@@ -52,6 +57,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use stepsched_deque::{Steal, Worker as Deque};
 
 use crate::SubmitError;
+use crate::next::NextSlot;
 use crate::primitive::hint::spin_loop;
 use crate::primitive::sync::Arc;
 use crate::primitive::sync::atomic::Ordering;
@@ -74,6 +80,12 @@ pub(crate) const NEXT_STREAK: u32 = 8;
 
 /// Items moved from the global queue into the deque besides the one run.
 pub(crate) const GLOBAL_BATCH: usize = 16;
+
+/// How long an idle worker must see another worker stay in one run, with
+/// an item waiting in its next-item slot, before it takes the item (see
+/// `crate::next`). Far above a chain's hop (tens of nanoseconds) and below
+/// the watcher's period, so a watcher takes a hostage at its second look.
+pub(crate) const STUCK: std::time::Duration = std::time::Duration::from_micros(500);
 
 /// Failed searches below this count spin; at or above it, yield.
 #[cfg(not(stepsched_loom))]
@@ -170,10 +182,6 @@ thread_local! {
 pub struct WorkerContext<T: Send + 'static> {
     index: usize,
     deque: Deque<T>,
-    /// The item to run next ([`push_next`](Self::push_next)): only this
-    /// worker takes it, before its deque. (The context is used only on its
-    /// worker's thread: it is not `Sync`, as the deque's owner end is not.)
-    next: Cell<Option<T>>,
     shared: Arc<Shared<T>>,
 }
 
@@ -263,15 +271,20 @@ impl<T: Send + 'static> WorkerContext<T> {
     }
 
     /// Queues `item` to run next on this worker, as soon as the item it is
-    /// running returns, and wakes no sleeping worker for it.
+    /// running returns, and announces it to nobody.
     ///
     /// This is the continuation of a chain (a message answered, a process
     /// put back at the end of its run), where waking a second worker only
     /// moves the chain between cores. The item waits in a slot of the
     /// worker's own, not in its deque: no deque push, no pop, and no
-    /// thief can take it (tokio's LIFO slot makes the same trade). If this
-    /// worker then runs a long time before returning, the item waits for
-    /// it. After a few items in a row from the slot, the worker runs its
+    /// thief takes it while this worker moves on from run to run. If this
+    /// worker's current run goes on for long instead, an idle worker that
+    /// sees the item waiting through two of its looks at least 500 µs
+    /// apart, with this worker still in the same run, takes it (tokio's LIFO slot keeps it hostage
+    /// there). So that an idle worker is awake to see it, one sleeper is
+    /// woken if nobody searches and nobody watches the slots (a watcher:
+    /// the one sleeper that sleeps with a time limit while other workers
+    /// are awake). After a few items in a row from the slot, the worker runs its
     /// deque's newest item before the slot's (see the module docs), so two
     /// items that keep handing the slot to each other cannot starve the
     /// deque. An item already in the slot is displaced into the deque, as
@@ -300,9 +313,23 @@ impl<T: Send + 'static> WorkerContext<T> {
     /// ```
     #[inline]
     pub fn push_next(&self, item: T) {
-        if let Some(displaced) = self.next.replace(Some(item)) {
+        if let Some(displaced) = self.next().put(item) {
             self.push(displaced);
         }
+        // No announcement: the owner runs the item next. But if nobody is
+        // awake to see it should this run go on for long (no worker
+        // searching, none watching the slots, some asleep), wake one to
+        // keep an eye on it (see `crate::next`). A hint: a relaxed load of
+        // the sleep word, and a wake-up at most once per such stretch.
+        if self.shared.workers() > 1 {
+            self.shared.sleep.nudge();
+        }
+    }
+
+    /// This worker's next-item slot.
+    #[inline]
+    fn next(&self) -> &NextSlot<T> {
+        &self.shared.nexts[self.index]
     }
 
     /// Whether an item is waiting that this worker would take next: in its
@@ -330,10 +357,7 @@ impl<T: Send + 'static> WorkerContext<T> {
     /// ```
     #[inline]
     pub fn has_work(&self) -> bool {
-        let next = self.next.take();
-        let waiting = next.is_some();
-        self.next.set(next);
-        waiting
+        self.next().is_full()
             || !self.deque.is_empty()
             || !self.shared.inboxes[self.index].is_empty()
             || !self.shared.global.is_empty()
@@ -453,6 +477,42 @@ pub(crate) struct Search {
     failed: u32,
     /// Woken from a park and no item run since (for `empty_unparks`).
     woken: bool,
+    /// Per worker: its run count when this worker first saw its next-item
+    /// slot full in that run (`usize::MAX`: not seen full), and when. The
+    /// item is taken when a search at least `stuck` later finds the same
+    /// count (see `crate::next`).
+    seen_runs: Vec<(usize, clock::Instant)>,
+    /// [`STUCK`], or another time for tests.
+    stuck: std::time::Duration,
+    /// This search follows a watch (see `crate::sleep`): it looks at the
+    /// other workers' next-item slots. Other searches do not, as their
+    /// owners write those lines at every hop (tests: every search looks).
+    watched: bool,
+    /// Every search looks at the next-item slots (tests).
+    always_look: bool,
+}
+
+/// The clock of the hostage rule; under loom a clock that has always run
+/// past the limit, so that models stay deterministic.
+#[cfg(not(stepsched_loom))]
+mod clock {
+    pub(crate) use std::time::Instant;
+}
+
+#[cfg(stepsched_loom)]
+mod clock {
+    #[derive(Debug, Clone, Copy)]
+    pub(crate) struct Instant;
+
+    impl Instant {
+        pub(crate) fn now() -> Self {
+            Instant
+        }
+
+        pub(crate) fn elapsed(&self) -> std::time::Duration {
+            std::time::Duration::MAX
+        }
+    }
 }
 
 /// Clears `CURRENT` when the worker loop ends, also on unwind.
@@ -469,7 +529,6 @@ impl<T: Send + 'static> WorkerContext<T> {
         WorkerContext {
             index,
             deque,
-            next: Cell::new(None),
             shared,
         }
     }
@@ -478,7 +537,7 @@ impl<T: Send + 'static> WorkerContext<T> {
     /// its next item, then its deque (for models and tests).
     #[cfg(test)]
     pub(crate) fn drain_local(&self) -> Vec<T> {
-        let next = self.next.take();
+        let next = self.next().take();
         next.into_iter()
             .chain(std::iter::from_fn(|| self.deque.pop()))
             .collect()
@@ -502,6 +561,7 @@ impl<T: Send + 'static> WorkerContext<T> {
     /// Runs one item, catching a panic.
     #[inline]
     fn run(&self, item: T) {
+        self.next().count_run();
         let result = catch_unwind(AssertUnwindSafe(|| self.shared.runner.run(item, self)));
         let counters = self.counters();
         counters.items_run.inc();
@@ -577,7 +637,20 @@ impl Search {
             searching: false,
             failed: 0,
             woken: false,
+            seen_runs: Vec::new(),
+            stuck: STUCK,
+            watched: false,
+            always_look: false,
         }
+    }
+
+    /// Sets how long another worker must stay in one run before this one
+    /// takes its next item (tests).
+    #[cfg(all(test, not(stepsched_loom)))]
+    pub(crate) fn with_stuck(mut self, stuck: std::time::Duration) -> Self {
+        self.stuck = stuck;
+        self.always_look = true;
+        self
     }
 
     /// Parks (see [`crate::sleep`]); `false` if the worker must exit.
@@ -600,6 +673,7 @@ impl Search {
             outcome = match outcome {
                 Parked::Work => "work found before blocking",
                 Parked::Woken => "woken",
+                Parked::Watched => "watched the next-item slots",
                 Parked::Exit => "exit",
             },
             "worker unparked"
@@ -616,6 +690,11 @@ impl Search {
                 true
             }
             Parked::Work => {
+                self.searching = true;
+                true
+            }
+            Parked::Watched => {
+                self.watched = true;
                 self.searching = true;
                 true
             }
@@ -649,7 +728,7 @@ impl Search {
             }
         }
 
-        if let Some(item) = ctx.next.take() {
+        if let Some(item) = ctx.next().take() {
             if self.next_streak < NEXT_STREAK {
                 self.next_streak += 1;
                 return Found::Item(item);
@@ -757,6 +836,41 @@ impl Search {
             if let Some(item) = shared.inboxes[victim].pop() {
                 counters.items_stolen.inc();
                 trace::trace!(worker = index, victim, "took from another worker's inbox");
+                return Found::Item(item);
+            }
+        }
+        // Last, after a watch, an item kept in another worker's next-item
+        // slot since our previous look, while that worker has not started
+        // another run for `stuck`: it is stuck in a long one (see
+        // `crate::next`).
+        if !std::mem::take(&mut self.watched) && !self.always_look {
+            return if retry { Found::Retry } else { Found::Empty };
+        }
+        if self.seen_runs.len() != n {
+            self.seen_runs = vec![(usize::MAX, clock::Instant::now()); n];
+        }
+        for k in 0..n {
+            let victim = (start + k) % n;
+            if victim == index {
+                continue;
+            }
+            let slot = &shared.nexts[victim];
+            if !slot.is_full() {
+                self.seen_runs[victim].0 = usize::MAX;
+                continue;
+            }
+            let runs = slot.runs();
+            let (seen, since) = self.seen_runs[victim];
+            if seen != runs {
+                self.seen_runs[victim] = (runs, clock::Instant::now());
+                continue;
+            }
+            if since.elapsed() >= self.stuck
+                && let Some(item) = slot.steal()
+            {
+                self.seen_runs[victim].0 = usize::MAX;
+                counters.items_stolen.inc();
+                trace::trace!(worker = index, victim, "took a waiting next item");
                 return Found::Item(item);
             }
         }

@@ -906,8 +906,9 @@ impl<P: SchedProcess> Core<P> {
     /// goes to that worker's next-item slot with `submit_next`: it runs
     /// next and cache-warm, and no sleeping worker is woken for it (a chain
     /// of messages stays on one core instead of waking a second one per
-    /// hop); no other worker can take it from there, and an item it
-    /// displaces goes to the deque, announced. Woken from any other thread,
+    /// hop); an idle worker takes it from there only if this worker's run
+    /// goes on for long, and an item it displaces goes to the deque,
+    /// announced. Woken from any other thread,
     /// back to the worker that last ran it (affinity), else the global
     /// queue.
     ///

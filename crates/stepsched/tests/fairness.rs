@@ -192,3 +192,46 @@ fn a_pair_messaging_each_other_does_not_starve_a_third() {
     let _ = join(a);
     let _ = join(b);
 }
+
+/// A process woken by a step that then runs for a long time is not held
+/// hostage by it: the woken process waits in its worker's next-item slot,
+/// where an idle worker takes it, so it runs while the long step still
+/// runs. (Before, it waited for the long step to return, here for ever:
+/// the long step ends only once the woken process has run, or after the
+/// hang guard, with 0.)
+#[test]
+fn a_process_woken_by_a_long_step_runs_on_another_worker() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Instant;
+
+    const WOKEN: u64 = 2;
+    let s = Builder::new().workers(2).build().unwrap();
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = ran.clone();
+    let woken_probe = Probe::new();
+    let woken = FnProc::new(&woken_probe, move |events, out, _| {
+        if events.is_empty() {
+            out.set_status(Status::Idle);
+        } else {
+            flag.store(true, Ordering::SeqCst);
+            out.set_status(Status::Done(0));
+        }
+        Ok(())
+    });
+    let w = s.submit(pid(WOKEN), woken, "main", 0).unwrap();
+    woken_probe.wait_steps(1);
+    let long = FnProc::new(&Probe::new(), move |_, out, ctx| {
+        ctx.send(pid(WOKEN), 1).unwrap();
+        // The long computation: it ends when the woken process has run
+        // (the hang guard only bounds a failure).
+        let until = Instant::now() + HANG / 2;
+        while !ran.load(Ordering::SeqCst) && Instant::now() < until {
+            std::hint::spin_loop();
+        }
+        out.set_status(Status::Done(i64::from(ran.load(Ordering::SeqCst))));
+        Ok(())
+    });
+    let l = s.submit(pid(1), long, "main", 0).unwrap();
+    assert_eq!(join(l), Ok(1), "the woken process waited for the long step");
+    assert_eq!(join(w), Ok(0));
+}
