@@ -558,6 +558,34 @@ impl<T> Sender<T> {
         Generation(self.generation)
     }
 
+    /// How many values wait in the queue: pushes claimed and not yet taken
+    /// by the consumer. A snapshot, for flow control and monitoring: pushes
+    /// in progress count (a refused one until the consumer skips it), and
+    /// the consumer's position is published at the end of each drain, so
+    /// values taken by a drain still running count too. Two loads, no
+    /// write.
+    ///
+    /// ```
+    /// let rx = stepsched_mpsc::Receiver::new();
+    /// let tx = rx.sender();
+    /// tx.push(1).unwrap();
+    /// tx.push(2).unwrap();
+    /// assert_eq!(tx.queued(), 2);
+    /// # let mut rx = rx;
+    /// let mut out = Vec::new();
+    /// rx.drain_into(&mut out);
+    /// assert_eq!(tx.queued(), 0);
+    /// ```
+    pub fn queued(&self) -> usize {
+        // Relaxed (both): a snapshot that orders nothing; a stale consumer
+        // index only overstates the backlog, and one newer than the tail we
+        // read is clamped to zero.
+        let claimed = index_of(self.shared.tail.load(Ordering::Relaxed));
+        let taken = self.shared.consumer_index.load(Ordering::Relaxed);
+        let queued = claimed.wrapping_sub(taken) as i32;
+        usize::try_from(queued).unwrap_or(0)
+    }
+
     /// Whether a push would be refused now (closed, or another generation).
     pub fn is_closed(&self) -> bool {
         Refusal::of_status(self.shared.status(), self.generation).is_some()

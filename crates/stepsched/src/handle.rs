@@ -406,6 +406,38 @@ impl<P: SchedProcess> Handle<P> {
         self.core.routes.contains(pid)
     }
 
+    /// How many events wait in the queue of process `pid` (messages,
+    /// completions, cancellation): `None` if no process has `pid` (the rule
+    /// of [`contains`](Self::contains)). A snapshot that costs two loads and writes nothing, for
+    /// flow control (a relay or a node that stops taking input while a
+    /// process lags) and monitoring. Events a step is taking right now may
+    /// still count until its drain ends.
+    ///
+    /// ```
+    /// # use stepsched::{Context, Error, Events, Process, Status, StepOutput};
+    /// # struct Idle;
+    /// # impl Process for Idle {
+    /// #     type Input = (); type Message = u8; type Response = u8; type Command = String; type Output = ();
+    /// #     fn init(&mut self, _: &Context<'_, Self>, _: &str, _: ()) -> Result<(), Error> { Ok(()) }
+    /// #     fn step(&mut self, _cx: &mut Context<'_, Self>, _: Events<'_, u8>, out: &mut StepOutput<String, ()>) -> Result<(), Error> {
+    /// #         out.set_status(Status::Idle);
+    /// #         Ok(())
+    /// #     }
+    /// # }
+    /// let scheduler = stepsched::Scheduler::<Idle>::builder().workers(1).build().unwrap();
+    /// let h = scheduler.handle();
+    /// let pid = h.allocate_pid();
+    /// assert_eq!(h.queued(pid), None, "no such process yet");
+    /// h.submit(pid, Idle, "main", ()).unwrap();
+    /// // Some count: how many of its messages it has taken yet is a race.
+    /// h.send(pid, 1).unwrap();
+    /// assert!(h.queued(pid).unwrap() <= 1);
+    /// ```
+    pub fn queued(&self, pid: Pid) -> Option<usize> {
+        let slot = self.core.routes.get(pid)?;
+        Some(slot.queued())
+    }
+
     /// Starts shutting the scheduler down, from any thread — a handler or
     /// a step running on one of its workers included — and returns at
     /// once. The shutdown is the one the blocking [`Scheduler::shutdown`]

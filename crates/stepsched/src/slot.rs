@@ -591,6 +591,11 @@ impl<P: Process + 'static> Slot<P> {
     /// The process's PID, for the worker that runs it: under loom the read
     /// is checked against the slot's release (see `alive`).
     #[inline(always)]
+    /// Events waiting in the queue (see `Handle::queued`).
+    pub(crate) fn queued(&self) -> usize {
+        self.queue.get().map_or(0, |queue| queue.sender.queued())
+    }
+
     pub(crate) fn pid(&self) -> Pid {
         #[cfg(stepsched_loom)]
         self.alive.with(|_| ());

@@ -305,3 +305,40 @@ fn a_terminated_process_still_in_its_step_takes_no_messages() {
         }
     );
 }
+
+/// `Handle::queued` counts the events a process has not taken: messages
+/// sent while its step runs wait until its next step takes them.
+#[test]
+fn queued_counts_the_events_a_process_has_not_taken() {
+    let s = Builder::new().workers(2).build().unwrap();
+    let (entered_tx, entered_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let mut taken = 0;
+    let p = FnProc::new(&Probe::new(), move |events, out, _| {
+        taken += events.len() as i64;
+        if taken == 0 {
+            // The first step holds its worker until the test releases it.
+            entered_tx.send(()).unwrap();
+            let _ = release_rx.recv_timeout(HANG);
+        }
+        out.set_status(if taken >= 5 {
+            Status::Done(taken)
+        } else {
+            Status::Idle
+        });
+        Ok(())
+    });
+    let h = s.handle();
+    let id = pid(1);
+    assert_eq!(h.queued(id), None, "no process yet");
+    let joined = s.submit(id, p, "main", 0).unwrap();
+    entered_rx.recv_timeout(HANG).unwrap();
+    assert_eq!(h.queued(id), Some(0));
+    for i in 0..5 {
+        s.send(id, i).unwrap();
+    }
+    assert_eq!(h.queued(id), Some(5), "five messages wait for the next step");
+    release_tx.send(()).unwrap();
+    assert_eq!(join(joined), Ok(5));
+    assert_eq!(h.queued(id), None, "the result is published: no process");
+}
