@@ -42,9 +42,12 @@
 //! clock: `terminate`, shutdown and the budget stop such a loop, and once
 //! they have, every later check raises again and `pcall` and its kin raise
 //! it again when they return, so a script cannot catch its way past them.
-//! A process stopped by shutdown ends with [`Error::Cancelled`]. What
-//! nothing stops: one long call into Lua's C library (pattern matching on
-//! long strings) or into a host function.
+//! A process stopped by shutdown ends with [`Error::Cancelled`]. Pattern
+//! matching (`string.find`, `match`, `gmatch`, `gsub`) is the crate's own,
+//! which looks at the same checks every few thousand steps of its work, so
+//! a crafted pattern is stopped like a loop. What nothing stops: one long
+//! call into a host function; the rest of Lua's C library runs each call
+//! for at most as long as the memory it works on allows.
 //!
 //! The process's logic is generic over the scheduler's process type
 //! ([`LuaProcess::init_in`], [`LuaProcess::step_in`]), so Lua and Rust

@@ -109,7 +109,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
 
 /// How long a process terminated at the timeout may take to stop: its
 /// step ends at its next check, well within this unless it is inside one
-/// long call into the C library.
+/// long call into a host function.
 const STOP_GRACE: Duration = Duration::from_secs(5);
 
 fn run(a: &Args) -> Result<bool, String> {

@@ -168,10 +168,10 @@ fn in_set(c: u8, set: &[u8]) -> bool {
     while let Some((&b, rest)) = set.split_first() {
         match rest {
             _ if b == ESC => {
-                // A set's escape is always followed by its class.
-                let Some((&cl, rest)) = rest.split_first() else {
-                    break;
-                };
+                // An escape that ends the set (its `%` was the end of a
+                // range, `[.-%%]`, for the parse) escapes the `]`, as in
+                // Lua.
+                let (&cl, rest) = rest.split_first().unwrap_or((&b']', &[]));
                 if in_class(c, cl) {
                     return !negated;
                 }
@@ -194,28 +194,16 @@ fn in_set(c: u8, set: &[u8]) -> bool {
     negated
 }
 
-/// A match of one pattern against one subject, with its captures and its
-/// bill. Positions are 0-based byte offsets into the subject; pattern
-/// positions are offsets into the pattern.
-pub(crate) struct Matcher<'a, M> {
-    src: &'a [u8],
-    pat: &'a [u8],
-    level: usize,
-    slots: [Slot; MAX_CAPTURES],
-    depth: usize,
+/// Work billed to a [`Meter`]: asks it every [`CHECK_EVERY`] units.
+pub(crate) struct Bill<M> {
     credit: u32,
     meter: M,
 }
 
-impl<'a, M: Meter> Matcher<'a, M> {
-    /// A matcher of `pat` in `src`, billing `meter`.
-    pub(crate) fn new(src: &'a [u8], pat: &'a [u8], meter: M) -> Self {
-        Matcher {
-            src,
-            pat,
-            level: 0,
-            slots: [Slot::Open(0); MAX_CAPTURES],
-            depth: 0,
+impl<M: Meter> Bill<M> {
+    /// A bill to `meter`, with a full credit.
+    pub(crate) fn new(meter: M) -> Self {
+        Bill {
             credit: CHECK_EVERY,
             meter,
         }
@@ -228,7 +216,7 @@ impl<'a, M: Meter> Matcher<'a, M> {
 
     /// Bills `units` of work, asking the meter once the credit is spent.
     #[inline]
-    pub(crate) fn bill(&mut self, units: usize) -> Result<(), Error> {
+    pub(crate) fn add(&mut self, units: usize) -> Result<(), Error> {
         let units = u32::try_from(units).unwrap_or(u32::MAX);
         if units < self.credit {
             self.credit -= units;
@@ -240,6 +228,80 @@ impl<'a, M: Meter> Matcher<'a, M> {
         } else {
             Err(Error::Stopped)
         }
+    }
+}
+
+/// The first occurrence of `needle` in `hay` at `from` or later (`from` at
+/// most `hay`'s length), as plain bytes. Each candidate is billed, so a
+/// quadratic search stops like a backtracking one.
+pub(crate) fn find_plain<M: Meter>(
+    hay: &[u8],
+    needle: &[u8],
+    from: usize,
+    bill: &mut Bill<M>,
+) -> Result<Option<usize>, Error> {
+    let Some((&first, rest)) = needle.split_first() else {
+        return Ok(Some(from));
+    };
+    let Some(last) = hay.len().checked_sub(needle.len()) else {
+        return Ok(None);
+    };
+    let compare = 1 + needle.len() / BYTES_PER_UNIT;
+    let mut i = from;
+    while i <= last {
+        let window = &hay[i..=last.min(i + SCAN_WINDOW)];
+        match window.iter().position(|&b| b == first) {
+            None => {
+                bill.add(1 + window.len() / BYTES_PER_UNIT)?;
+                i += window.len();
+            }
+            Some(k) => {
+                bill.add(compare + k / BYTES_PER_UNIT)?;
+                i += k;
+                if hay[i + 1..i + needle.len()] == *rest {
+                    return Ok(Some(i));
+                }
+                i += 1;
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// A match of one pattern against one subject, with its captures and its
+/// bill. Positions are 0-based byte offsets into the subject; pattern
+/// positions are offsets into the pattern.
+pub(crate) struct Matcher<'a, M> {
+    src: &'a [u8],
+    pat: &'a [u8],
+    level: usize,
+    slots: [Slot; MAX_CAPTURES],
+    depth: usize,
+    bill: Bill<M>,
+}
+
+impl<'a, M: Meter> Matcher<'a, M> {
+    /// A matcher of `pat` in `src`, billing `meter`.
+    pub(crate) fn new(src: &'a [u8], pat: &'a [u8], meter: M) -> Self {
+        Matcher {
+            src,
+            pat,
+            level: 0,
+            slots: [Slot::Open(0); MAX_CAPTURES],
+            depth: 0,
+            bill: Bill::new(meter),
+        }
+    }
+
+    /// The meter.
+    pub(crate) fn meter(&self) -> &M {
+        self.bill.meter()
+    }
+
+    /// Bills `units` of work (see [`Bill::add`]).
+    #[inline]
+    pub(crate) fn bill(&mut self, units: usize) -> Result<(), Error> {
+        self.bill.add(units)
     }
 
     /// How many captures the last match has.
@@ -285,6 +347,9 @@ impl<'a, M: Meter> Matcher<'a, M> {
     ) -> Result<Option<(usize, usize)>, Error> {
         let mut s = from;
         loop {
+            if !anchored {
+                s = self.skip(s, p)?;
+            }
             if let Some(e) = self.match_at(s, p)? {
                 return Ok(Some((s, e)));
             }
@@ -293,6 +358,49 @@ impl<'a, M: Meter> Matcher<'a, M> {
             }
             s += 1;
         }
+    }
+
+    /// The first position at `from` or later where the pattern from its
+    /// position `p` may match: when its first item is a single-character
+    /// class that must match at least once, the positions whose byte it
+    /// does not match are skipped, as each would fail at once with no
+    /// error to raise. Lua's matcher tries them one by one; the results
+    /// and errors are the same. The subject's length if no byte matches.
+    pub(crate) fn skip(&mut self, from: usize, p: usize) -> Result<usize, Error> {
+        let pat = self.pat;
+        let special = matches!(
+            (pat.get(p), pat.get(p + 1)),
+            (None | Some(b'(' | b')'), _)
+                | (Some(b'$'), None)
+                | (Some(&ESC), Some(b'b' | b'f' | b'0'..=b'9'))
+        );
+        if special {
+            return Ok(from);
+        }
+        let ep = self.item_end(p)?;
+        if matches!(pat.get(ep), Some(b'*' | b'?' | b'-')) {
+            return Ok(from);
+        }
+        let literal = match pat[p] {
+            b'.' | ESC | b'[' => None,
+            b => Some(b),
+        };
+        let cost = 1 + (ep - p) / BYTES_PER_UNIT;
+        let mut s = from;
+        while s < self.src.len() {
+            let window = &self.src[s..self.src.len().min(s + SCAN_WINDOW)];
+            let found = match literal {
+                Some(b) => window.iter().position(|&c| c == b),
+                None => window.iter().position(|&c| self.single(c, p, ep)),
+            };
+            let scanned = found.unwrap_or(window.len());
+            self.bill(1 + scanned * cost / BYTES_PER_UNIT)?;
+            s += scanned;
+            if found.is_some() {
+                break;
+            }
+        }
+        Ok(s)
     }
 
     /// The next match of `gmatch` (of the whole pattern, unanchored) from
@@ -305,42 +413,10 @@ impl<'a, M: Meter> Matcher<'a, M> {
     ) -> Result<Option<(usize, usize)>, Error> {
         let mut s = from;
         while s <= self.src.len() {
+            s = self.skip(s, 0)?;
             match self.match_at(s, 0)? {
                 Some(e) if Some(e) != last => return Ok(Some((s, e))),
                 _ => s += 1,
-            }
-        }
-        Ok(None)
-    }
-
-    /// The first occurrence of the pattern as plain bytes at `from` or
-    /// later (`from` at most the subject's length). Each candidate is
-    /// billed, so a quadratic search stops like a backtracking one.
-    pub(crate) fn find_plain(&mut self, from: usize) -> Result<Option<usize>, Error> {
-        let (hay, needle) = (self.src, self.pat);
-        let Some((&first, rest)) = needle.split_first() else {
-            return Ok(Some(from));
-        };
-        let Some(last) = hay.len().checked_sub(needle.len()) else {
-            return Ok(None);
-        };
-        let compare = 1 + needle.len() / BYTES_PER_UNIT;
-        let mut i = from;
-        while i <= last {
-            let window = &hay[i..=last.min(i + SCAN_WINDOW)];
-            match window.iter().position(|&b| b == first) {
-                None => {
-                    self.bill(1 + window.len() / BYTES_PER_UNIT)?;
-                    i += window.len();
-                }
-                Some(k) => {
-                    self.bill(compare + k / BYTES_PER_UNIT)?;
-                    i += k;
-                    if hay[i + 1..i + needle.len()] == *rest {
-                        return Ok(Some(i));
-                    }
-                    i += 1;
-                }
             }
         }
         Ok(None)
@@ -643,6 +719,9 @@ mod tests {
         assert!(in_set(b'-', b"a-"));
         assert!(!in_set(b'b', b"a-%z"));
         assert!(in_set(b'5', b"^%a"));
+        // `.-%` is a range, so the last `%` escapes the `]`.
+        assert!(in_set(b']', b".-%%"));
+        assert!(!in_set(b'%', b".-%%"));
     }
 
     #[test]

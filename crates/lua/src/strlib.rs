@@ -25,7 +25,7 @@ use std::slice;
 use mlua::ffi::{self, lua_State};
 
 use crate::guard::{self, Guard};
-use crate::pattern::{self, Captured, Error, Matcher, Meter};
+use crate::pattern::{self, Bill, Captured, Error, Matcher, Meter};
 
 /// The process's guard as the matcher's meter: its check with the clock,
 /// and the message to raise once it said stop.
@@ -210,8 +210,11 @@ unsafe fn find_or_match(l: *mut lua_State, find: bool) -> c_int {
         }
         let from = (init - 1) as usize;
         if find && (ffi::lua_toboolean(l, 4) != 0 || !pattern::has_specials(pat)) {
-            let mut m = matcher(l, src, pat);
-            return match contain(|| m.find_plain(from)) {
+            let mut bill = Bill::new(GuardMeter {
+                guard: guard::guard_of(l),
+                stop: None,
+            });
+            return match contain(|| pattern::find_plain(src, pat, from, &mut bill)) {
                 Ok(Some(i)) => {
                     ffi::lua_pushinteger(l, i as i64 + 1);
                     ffi::lua_pushinteger(l, (i + pat.len()) as i64);
@@ -221,7 +224,7 @@ unsafe fn find_or_match(l: *mut lua_State, find: bool) -> c_int {
                     ffi::lua_pushnil(l);
                     1
                 }
-                Err(e) => fail(l, e, m.meter()),
+                Err(e) => fail(l, e, bill.meter()),
             };
         }
         let anchored = pat.first() == Some(&b'^');
@@ -401,7 +404,14 @@ pub(crate) unsafe extern "C-unwind" fn gsub(l: *mut lua_State) -> c_int {
         let mut m = matcher(l, src, pat);
         let (mut at, mut copied, mut n, mut last) = (0usize, 0usize, 0i64, None);
         while n < max {
-            match contain(|| m.match_at(at, p)) {
+            let attempt = contain(|| {
+                if !anchored {
+                    // The positions skipped fail: their bytes are copied.
+                    at = m.skip(at, p)?;
+                }
+                m.match_at(at, p)
+            });
+            match attempt {
                 Ok(Some(e)) if Some(e) != last => {
                     n += 1;
                     ffi::luaL_addlstring(b, src[copied..at].as_ptr().cast(), at - copied);

@@ -300,6 +300,10 @@ fn cases_beyond_the_random_ones_match_too() {
         ("gmatch", "one two  three", "%a+".to_string()),
         ("gsub", "hello world", "(%w+) (%w+)".to_string()),
         ("find", "a\0b", "%z".to_string()),
+        // A range ending in `%` leaves the next `%` to escape the `]`.
+        ("match", "]", "[^.-%%]".to_string()),
+        ("match", "]", "[.-%%]".to_string()),
+        ("match", "%", "[.-%%]".to_string()),
         ("find", "a\u{b}b", "%s".to_string()),
         ("gsub", "x = 1, y = 22", "(%w+) = (%w+)".to_string()),
     ];
