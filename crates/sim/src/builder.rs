@@ -6,13 +6,13 @@ use std::fmt;
 use std::rc::Rc;
 use std::time::Duration;
 
-use fastrand::Rng;
 #[cfg(doc)]
 use stepsched_process::Context;
 use stepsched_process::{Command, Error, Process};
 
 #[cfg(doc)]
 use crate::Report;
+use crate::rng::{self, SimRng};
 use crate::state::{Inner, Shared};
 use crate::{Completer, Faults, Sim};
 
@@ -73,8 +73,10 @@ where
         Self::default()
     }
 
-    /// The seed of the generator that picks the order of steps and draws
-    /// the faults.
+    /// The seed of the run: every random decision (the order of steps,
+    /// each fault, the random sources of processes and handlers) draws
+    /// from a stream of its own, seeded from this seed and the decision's
+    /// name (see the crate documentation, "Replay").
     #[must_use]
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = seed;
@@ -144,17 +146,20 @@ where
                 factories: self.factories,
                 driving: Cell::new(false),
                 inner: RefCell::new(Inner {
-                    rng: Rng::with_seed(self.seed),
+                    terminate_rng: SimRng::stream(self.seed, rng::TERMINATE),
+                    shutdown_rng: SimRng::stream(self.seed, rng::SHUTDOWN),
+                    clock: 0,
                     now: Duration::ZERO,
                     timer_seq: 0,
                     completion_seq: 0,
                     next_number: 1,
                     next_serial: 0,
                     live: BTreeMap::new(),
-                    ready: Vec::new(),
+                    ready: BinaryHeap::new(),
                     timers: BinaryHeap::new(),
                     timed: HashMap::new(),
                     results: BTreeMap::new(),
+                    initializing: Vec::new(),
                     trace: String::new(),
                     line: String::new(),
                     steps: 0,

@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use stepsched_process::{Command, Error, Event, Pid, Process, StepOutput, Tag};
 
+use crate::rng::{Kind, SimRng};
 use crate::state::{Origin, Shared, quietly_drop};
+use crate::trace::{push_fault, push_number};
 
 impl<P: Process> Shared<P> {
     /// Queues the completion of yield `tag` of process `serial` (under
@@ -29,15 +31,28 @@ impl<P: Process> Shared<P> {
         let Ok(mut inner) = self.inner.try_borrow_mut() else {
             return false;
         };
-        if !inner.reachable(pid, serial) {
+        let inner = &mut *inner;
+        let Some(entry) = inner
+            .live
+            .get_mut(&pid)
+            .filter(|e| e.serial == serial && !e.terminated)
+        else {
             return false;
-        }
+        };
         let mut after = after;
-        if inner.draw(self.faults.delay) {
-            let max = u64::try_from(self.faults.max_delay.as_millis())
-                .unwrap_or(u64::MAX)
-                .max(1);
-            after += Duration::from_millis(inner.rng.u64(1..=max));
+        let rng = entry.streams.get(Kind::Delay);
+        if rng.chance(self.faults.delay) {
+            let delay = rng.millis_up_to(self.faults.max_delay);
+            after += delay;
+            if self.tracing {
+                push_fault(&mut inner.trace, inner.now, pid, "delay", |line| {
+                    line.push_str(" c");
+                    push_number(line, tag);
+                    line.push_str(" +");
+                    push_number(line, u64::try_from(delay.as_millis()).unwrap_or(u64::MAX));
+                    line.push_str("ms");
+                });
+            }
         }
         if after.is_zero() {
             inner.completion_seq += 1;
@@ -70,20 +85,42 @@ where
     ) {
         let mut yields = out.yields_mut().drain();
         for y in yields.by_ref() {
-            let (error, panic, never) = {
-                let mut inner = self.inner.borrow_mut();
+            let (error, panic, never, seed) = {
+                let mut guard = self.inner.borrow_mut();
+                let inner = &mut *guard;
                 // Terminated during the dispatch (by a handler): the yields
                 // not yet dispatched never will be.
-                if inner.live.get(&pid).is_none_or(|e| e.terminated) {
-                    drop(inner);
+                let Some(entry) = inner.live.get_mut(&pid).filter(|e| !e.terminated) else {
+                    drop(guard);
                     quietly_drop(y);
                     break;
+                };
+                let faults = &self.faults;
+                let streams = &mut entry.streams;
+                let drawn = (
+                    streams.get(Kind::HandlerError).chance(faults.handler_error),
+                    streams.get(Kind::HandlerPanic).chance(faults.handler_panic),
+                    streams
+                        .get(Kind::NeverComplete)
+                        .chance(faults.never_complete),
+                    streams.get(Kind::Handler).next_u64(),
+                );
+                if self.tracing {
+                    let fired = [
+                        (drawn.0, "handler-error"),
+                        (drawn.1, "handler-panic"),
+                        (drawn.2, "never-complete"),
+                    ];
+                    for (_, what) in fired.iter().filter(|(fired, _)| *fired) {
+                        push_fault(&mut inner.trace, inner.now, pid, what, |line| {
+                            line.push(' ');
+                            line.push_str(y.command.name());
+                            line.push('#');
+                            push_number(line, y.tag);
+                        });
+                    }
                 }
-                (
-                    inner.draw(self.faults.handler_error),
-                    inner.draw(self.faults.handler_panic),
-                    inner.draw(self.faults.never_complete),
-                )
+                drawn
             };
             let completer = Completer {
                 shared: Rc::downgrade(self),
@@ -92,6 +129,7 @@ where
                 tag: y.tag,
                 done: false,
                 lost: never,
+                rng: SimRng::new(seed),
             };
             if error {
                 quietly_drop(y.command);
@@ -141,6 +179,8 @@ pub struct Completer<P: Process> {
     done: bool,
     /// The never-complete fault: whatever this completes reaches nothing.
     lost: bool,
+    /// The handler's random numbers (see [`rng`](Self::rng)).
+    rng: SimRng,
 }
 
 impl<P: Process> fmt::Debug for Completer<P> {
@@ -166,6 +206,48 @@ where
     #[must_use]
     pub fn tag(&self) -> Tag {
         self.tag
+    }
+
+    /// A random source for the handler (a latency to complete after, an
+    /// answer to pick), seeded from the run's seed, the process and its
+    /// yield: the same on every replay of the seed, and drawing from it
+    /// moves no other decision of the simulator.
+    ///
+    /// ```
+    /// # use stepsched_process::{Context, Error, Event, Events, Process, Status, StepOutput};
+    /// # struct Asker;
+    /// # impl Process for Asker {
+    /// #     type Input = (); type Message = (); type Response = u64; type Command = &'static str; type Output = u64;
+    /// #     fn init(&mut self, _: &Context<'_, Self>, _: &str, _: ()) -> Result<(), Error> { Ok(()) }
+    /// #     fn step(&mut self, _: &mut Context<'_, Self>, events: Events<'_, (), u64>, out: &mut StepOutput<&'static str, u64>) -> Result<(), Error> {
+    /// #         for event in events {
+    /// #             if let Event::Completion { result, .. } = event { out.set_status(Status::Done(result?)); return Ok(()); }
+    /// #         }
+    /// #         out.push_yield(1, "fetch");
+    /// #         out.set_status(Status::Yield);
+    /// #         Ok(())
+    /// #     }
+    /// # }
+    /// use std::time::Duration;
+    /// use stepsched_sim::Sim;
+    ///
+    /// let run = |seed| {
+    ///     let sim = Sim::<Asker>::builder()
+    ///         .seed(seed)
+    ///         .handler("fetch", |_, mut done| {
+    ///             let ms = 1 + done.rng().below(100);
+    ///             done.complete_after(Duration::from_millis(ms), Ok(ms));
+    ///         })
+    ///         .build();
+    ///     let join = sim.submit(sim.allocate_pid(), Asker, "main", ()).unwrap();
+    ///     let ms = join.join().unwrap();
+    ///     assert_eq!(sim.now(), Duration::from_millis(ms));
+    ///     ms
+    /// };
+    /// assert_eq!(run(5), run(5));
+    /// ```
+    pub fn rng(&mut self) -> &mut SimRng {
+        &mut self.rng
     }
 
     /// Completes the yield now (unless a delay fault holds it back).

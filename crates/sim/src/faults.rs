@@ -8,10 +8,16 @@ use stepsched_process::Error;
 #[cfg(doc)]
 use crate::{Completer, Sim};
 
-/// Faults the simulator injects, each drawn from the seeded generator, so
-/// a run with faults is as reproducible as one without. All are off by
-/// default; a probability of 0 draws nothing, so turning faults off leaves
-/// the trace of a seed unchanged.
+/// Faults the simulator injects, each drawn from a seeded stream of its
+/// own, so a run with faults is as reproducible as one without. All are
+/// off by default. Each fault draws only from its own stream (and, for the
+/// faults of one process, that process's), so turning one fault off, or
+/// setting it so low that it never fires, leaves every other decision of
+/// a seed, and so its trace, unchanged. Each injected fault writes a line
+/// to the trace (`fault delay c3 +2ms`, `fault reorder 4 events`, `fault
+/// short-batch 2 of 5`, `fault handler-error ask#1`, `fault handler-panic
+/// ask#1`, `fault never-complete ask#1`, `terminated (fault)`, `shutdown
+/// (fault)`).
 ///
 /// ```
 /// use stepsched_sim::Faults;

@@ -40,6 +40,53 @@
 //!   live at the deadline (virtual time) are closed with
 //!   [`Error::Cancelled`].
 //!
+//! # Replay
+//!
+//! Every random decision draws from a stream of its own ([`SimRng`]),
+//! seeded from the run's seed and the decision's name by a fixed, portable
+//! hash (never `std`'s `RandomState`): the schedule, each fault, the random
+//! sources of processes ([`SimContextExt`]) and handlers
+//! ([`Completer::rng`]), and the test's own ([`Sim::rng`]). The schedule and
+//! the faults that concern one process (delay, reorder, short batch, the
+//! handler faults) have one stream per process, seeded also from its PID.
+//! So:
+//!
+//! - turning one fault off, or setting it so low that it never fires,
+//!   changes no other decision: the trace of a seed stays the same, byte
+//!   for byte;
+//! - a process that does nothing (submitted under a PID the others do not
+//!   use) changes no other process's schedule: each ready process gets a
+//!   key from its own stream (a race of exponential clocks: each is as
+//!   likely to step next as in a uniform draw), and the smallest steps
+//!   next. The terminate and shutdown faults are drawn once per step of
+//!   the whole simulation, so with those on, any added step moves them.
+//!
+//! Every injected fault writes a line to the trace (see [`Faults`]).
+//!
+//! ## What breaks replay
+//!
+//! The simulator replays a seed only if the processes and handlers do the
+//! same for the same events. They must not depend on:
+//!
+//! - the iteration order of a `HashMap` or `HashSet` with `std`'s
+//!   `RandomState` (random per map): iterate a `BTreeMap`, sort the keys,
+//!   or use a hasher with a fixed seed;
+//! - thread-locals or statics that carry state from one run to the next
+//!   (a counter, a cache, an id generator): keep such state in the process
+//!   or reset it for each run;
+//! - real time (`Instant::now`, `SystemTime::now`): use the virtual clock
+//!   ([`Sim::now`], [`Completer::complete_after`]);
+//! - real randomness (`rand::thread_rng`, `fastrand` without a seed, OS
+//!   entropy): draw from [`SimContextExt::with_rng`] in a process,
+//!   [`Completer::rng`] in a handler, [`Sim::rng`] in the test;
+//! - threads of their own, or anything else the simulator does not step
+//!   (a handler that completes from another thread): everything runs on
+//!   the simulator's thread, in its order.
+//!
+//! [`check_determinism`] runs one seed twice, in the same process, and
+//! reports the first trace line that differs ([`Divergence`]): run it on a
+//! new test once to catch such a dependency.
+//!
 //! # Differences from the scheduler
 //!
 //! - There is one order of events per seed, not the scheduler's races: a
@@ -106,10 +153,13 @@
 //! ```
 
 mod builder;
+mod check;
 mod completer;
+mod context;
 mod faults;
 mod join;
 mod process;
+mod rng;
 mod run;
 mod sim;
 mod state;
@@ -118,9 +168,12 @@ pub mod strategy;
 mod trace;
 
 pub use builder::Builder;
+pub use check::{Divergence, check_determinism};
 pub use completer::Completer;
+pub use context::SimContextExt;
 pub use faults::Faults;
 pub use join::JoinHandle;
+pub use rng::SimRng;
 pub use run::{Report, ShutdownReport};
 pub use sim::Sim;
 pub use stepsched_process::Command;

@@ -7,7 +7,6 @@ use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::rc::Rc;
 
-use fastrand::Rng;
 use stepsched_process::{
     CancelToken, Command, Context, Error, Event, Package, Pid, Process, SendError, Status,
     StepOutput, SubmitError, TerminateError, UpgradeTo,
@@ -15,11 +14,12 @@ use stepsched_process::{
 
 use crate::MAX_BATCH;
 use crate::join::JoinHandle;
+use crate::rng::{Kind, Streams};
 use crate::sim::ReachOf;
 use crate::state::{
     Entry, Ev, Inner, Origin, Outcome, ResultCell, Shared, caught, close, close_ref, quietly_drop,
 };
-use crate::trace::{describe, push_number, stamp};
+use crate::trace::{describe, push_fault, push_number, stamp};
 
 impl<P: Process + 'static> Shared<P>
 where
@@ -35,14 +35,30 @@ where
         if self.inner.borrow().stopping() {
             return Err(SubmitError::Stopping(process));
         }
-        let cancel = CancelToken::new();
+        let cancel = Rc::new(CancelToken::new());
         let reach = ReachOf(Rc::clone(self));
         let ctx = Context::new(pid, &cancel, &reach);
-        if let Err(e) = caught(|| process.init(&ctx, method, input)) {
+        {
+            // Its streams, reachable from its `init` (for its random
+            // numbers) before it is live.
+            let mut inner = self.inner.borrow_mut();
+            let incarnation = inner.results.get(&pid).map_or(0, |(_, n)| *n);
+            let streams = Streams::new(self.seed, pid, incarnation);
+            inner.initializing.push((pid, streams));
+        }
+        let initialized = caught(|| process.init(&ctx, method, input));
+        let mut inner = self.inner.borrow_mut();
+        let at = inner
+            .initializing
+            .iter()
+            .rposition(|(p, _)| *p == pid)
+            .expect("pushed above");
+        let (_, streams) = inner.initializing.remove(at);
+        if let Err(e) = initialized {
+            drop(inner);
             close(process);
             return Err(SubmitError::Init(e));
         }
-        let mut inner = self.inner.borrow_mut();
         if inner.live.contains_key(&pid) {
             drop(inner);
             close_ref(&mut process);
@@ -56,7 +72,10 @@ where
         let serial = inner.next_serial;
         inner.next_serial += 1;
         let result: ResultCell<P> = Rc::new(RefCell::new(Outcome::Pending));
-        inner.results.insert(pid, Rc::clone(&result));
+        let incarnations = inner.results.get(&pid).map_or(0, |(_, n)| *n) + 1;
+        inner
+            .results
+            .insert(pid, (Rc::clone(&result), incarnations));
         let mut pending = Vec::new();
         if inner.stopping() {
             pending.push((Origin::Cancel, Event::cancel()));
@@ -72,6 +91,7 @@ where
                 queued: false,
                 running: false,
                 terminated: false,
+                streams,
             },
         );
         inner.make_ready(pid);
@@ -157,7 +177,7 @@ where
             let mut inner = self.inner.borrow_mut();
             let entry = inner.live.remove(&pid);
             if entry.as_ref().is_some_and(|e| e.queued) {
-                inner.ready.retain(|p| *p != pid);
+                inner.ready.retain(|Reverse(r)| r.pid() != pid);
             }
             entry
         };
@@ -228,15 +248,36 @@ where
     /// [`MAX_BATCH`] (fewer under the short-batch fault), shuffled across
     /// origins if the reorder fault fires. The rest stay queued, first.
     pub(crate) fn take_batch(&self, inner: &mut Inner<P>, pid: Pid, batch: &mut Vec<Ev<P>>) {
-        let Inner { live, rng, .. } = inner;
-        let pending = &mut live.get_mut(&pid).expect("live").pending;
+        let Inner {
+            live, trace, now, ..
+        } = inner;
+        let entry = live.get_mut(&pid).expect("live");
+        let pending = &mut entry.pending;
         let len = pending.len();
         let mut n = len.min(MAX_BATCH);
-        let draw = |rng: &mut Rng, probability: f64| probability > 0.0 && rng.f64() < probability;
-        if n > 1 && draw(rng, self.faults.short_batch) {
-            n = rng.usize(1..=n);
+        if n > 1 {
+            let rng = entry.streams.get(Kind::ShortBatch);
+            if rng.chance(self.faults.short_batch) {
+                n = 1 + rng.index(n);
+                if self.tracing {
+                    push_fault(trace, *now, pid, "short-batch", |line| {
+                        line.push(' ');
+                        push_number(line, n as u64);
+                        line.push_str(" of ");
+                        push_number(line, len as u64);
+                    });
+                }
+            }
         }
-        if len > 1 && draw(rng, self.faults.reorder) {
+        let rng = entry.streams.get(Kind::Reorder);
+        if len > 1 && rng.chance(self.faults.reorder) {
+            if self.tracing {
+                push_fault(trace, *now, pid, "reorder", |line| {
+                    line.push(' ');
+                    push_number(line, len as u64);
+                    line.push_str(" events");
+                });
+            }
             // An interleaving of the origins' queues, each kept in order.
             let mut queues: Vec<(Origin, VecDeque<Ev<P>>)> = Vec::new();
             for (origin, event) in pending.drain(..) {
@@ -246,7 +287,7 @@ where
                 }
             }
             while !queues.is_empty() {
-                let i = rng.usize(..queues.len());
+                let i = rng.index(queues.len());
                 let event = queues[i].1.pop_front().expect("queues are non-empty");
                 pending.push((queues[i].0, event));
                 if queues[i].1.is_empty() {
@@ -274,7 +315,7 @@ where
                 return;
             };
             entry.running = true;
-            let cancel = entry.cancel.clone();
+            let cancel = Rc::clone(&entry.cancel);
             let serial = entry.serial;
             let mut batch = std::mem::take(&mut inner.batch);
             self.take_batch(inner, pid, &mut batch);

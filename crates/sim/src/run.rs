@@ -166,23 +166,22 @@ where
                 step_limit_hit = !inner.ready.is_empty() || !inner.timers.is_empty();
                 break;
             }
-            if !inner.stopping() && inner.draw(self.faults.shutdown) {
+            if !inner.stopping() && inner.shutdown_rng.chance(self.faults.shutdown) {
                 drop(inner);
                 self.begin_shutdown(self.faults.shutdown_deadline, "fault");
                 continue;
             }
-            if !inner.live.is_empty() && inner.draw(self.faults.terminate) {
+            if !inner.live.is_empty() && inner.terminate_rng.chance(self.faults.terminate) {
                 let len = inner.live.len();
-                let n = inner.rng.usize(..len);
+                let n = inner.terminate_rng.index(len);
                 let victim = *inner.live.keys().nth(n).expect("n < len");
                 drop(inner);
                 let _ = self.terminate(victim, "fault");
                 continue;
             }
-            if !inner.ready.is_empty() {
-                let len = inner.ready.len();
-                let i = inner.rng.usize(..len);
-                let pid = inner.ready.swap_remove(i);
+            if let Some(Reverse(ready)) = inner.ready.pop() {
+                let pid = ready.pid();
+                inner.clock = ready.0;
                 drop(inner);
                 self.step(pid);
                 continue;

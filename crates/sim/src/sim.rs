@@ -13,7 +13,7 @@ use stepsched_process::{
 use crate::Faults;
 use crate::join::JoinHandle;
 use crate::state::{Outcome, Shared, close, quietly_drop};
-use crate::{Builder, Report, ShutdownReport};
+use crate::{Builder, Report, ShutdownReport, SimRng};
 #[cfg(doc)]
 use stepsched_process::CancelToken;
 
@@ -35,6 +35,11 @@ where
 
     fn terminate(&self, pid: Pid) -> Result<(), TerminateError> {
         self.0.terminate(pid, "requested")
+    }
+
+    /// The simulator behind a context, for [`SimContextExt`](crate::SimContextExt).
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
     }
 }
 
@@ -73,6 +78,33 @@ where
     #[must_use]
     pub fn seed(&self) -> u64 {
         self.shared.seed
+    }
+
+    /// A random source for the test itself (its inputs, its choices),
+    /// seeded from this simulator's seed and `name`: the same for the same
+    /// seed and name, independent of every stream the simulator draws
+    /// from, so drawing from it changes nothing in the run.
+    ///
+    /// ```
+    /// # use stepsched_process::{Context, Error, Events, Process, StepOutput};
+    /// # struct Nothing;
+    /// # impl Process for Nothing {
+    /// #     type Input = (); type Message = (); type Response = (); type Command = &'static str; type Output = ();
+    /// #     fn init(&mut self, _: &Context<'_, Self>, _: &str, _: ()) -> Result<(), Error> { Ok(()) }
+    /// #     fn step(&mut self, _: &mut Context<'_, Self>, _: Events<'_, ()>, _: &mut StepOutput<&'static str, ()>) -> Result<(), Error> { Ok(()) }
+    /// # }
+    /// use stepsched_sim::Sim;
+    ///
+    /// let sim = Sim::<Nothing>::builder().seed(9).build();
+    /// let sizes: Vec<u64> = (0..3).map({
+    ///     let mut rng = sim.rng("sizes");
+    ///     move |_| rng.below(100)
+    /// }).collect();
+    /// assert_eq!(sim.rng("sizes").below(100), sizes[0]);
+    /// ```
+    #[must_use]
+    pub fn rng(&self, name: &str) -> SimRng {
+        SimRng::stream(self.shared.seed, &format!("user:{name}"))
     }
 
     /// A fresh PID (node 0, numbers from 1 up), for [`submit`](Self::submit).
@@ -199,7 +231,7 @@ where
     /// [`JoinHandle`]).
     #[must_use]
     pub fn take_result(&self, pid: Pid) -> Option<Result<P::Output, Error>> {
-        let cell = Rc::clone(self.shared.inner.borrow().results.get(&pid)?);
+        let cell = Rc::clone(&self.shared.inner.borrow().results.get(&pid)?.0);
         let mut cell = cell.borrow_mut();
         match std::mem::replace(&mut *cell, Outcome::Taken) {
             Outcome::Done(result) => Some(result),

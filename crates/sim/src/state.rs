@@ -9,10 +9,10 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::rc::Rc;
 use std::time::Duration;
 
-use fastrand::Rng;
 use stepsched_process::{CancelToken, Error, Event, Pid, Process, Tag};
 
 use crate::builder::{FactoryFn, HandlerFn};
+use crate::rng::{SimRng, Streams};
 use crate::{Faults, ShutdownReport};
 
 /// Where a queued event came from, for the per-sender order.
@@ -54,7 +54,10 @@ pub(crate) struct Entry<P: Process> {
     /// Which process this is among all that had its PID: a completer of an
     /// earlier one must not reach it.
     pub(crate) serial: u64,
-    pub(crate) cancel: CancelToken,
+    /// Its cancel token, behind an `Rc`: a step's context borrows it
+    /// through a clone of the `Rc` (no atomic count, as a clone of the
+    /// token would take).
+    pub(crate) cancel: Rc<CancelToken>,
     pub(crate) pending: Vec<(Origin, Ev<P>)>,
     pub(crate) result: ResultCell<P>,
     /// In the ready list.
@@ -63,6 +66,25 @@ pub(crate) struct Entry<P: Process> {
     pub(crate) running: bool,
     /// Terminated while being stepped: the step's end closes it.
     pub(crate) terminated: bool,
+    /// Its random streams: its schedule, its faults, its own numbers.
+    pub(crate) streams: Streams,
+}
+
+/// A runnable process in the ready queue: its key, then its PID (node,
+/// number), the order it steps in. Three words, no padding: a push and the
+/// heap's read of it right after stay cheap.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Ready(pub(crate) u64, u64, u64);
+
+impl Ready {
+    pub(crate) fn new(key: u64, pid: Pid) -> Self {
+        Ready(key, u64::from(pid.node()), pid.number())
+    }
+
+    pub(crate) fn pid(self) -> Pid {
+        // The node came from a u32.
+        Pid::new(self.1 as u32, self.2)
+    }
 }
 
 /// A shutdown that has begun.
@@ -77,18 +99,30 @@ pub(crate) struct Stopping {
 /// The simulator's mutable state, borrowed only between calls into
 /// process or handler code, never across them.
 pub(crate) struct Inner<P: Process> {
-    pub(crate) rng: Rng,
+    /// The terminate fault's stream.
+    pub(crate) terminate_rng: SimRng,
+    /// The shutdown fault's stream.
+    pub(crate) shutdown_rng: SimRng,
+    /// The ready key of the step being taken (or last taken): a process
+    /// made ready now gets a key after it.
+    pub(crate) clock: u64,
     pub(crate) now: Duration,
     pub(crate) timer_seq: u64,
     pub(crate) completion_seq: u64,
     pub(crate) next_number: u64,
     pub(crate) next_serial: u64,
     pub(crate) live: BTreeMap<Pid, Entry<P>>,
-    pub(crate) ready: Vec<Pid>,
+    /// The runnable processes by key: the smallest steps next (see
+    /// [`Streams::key`]).
+    pub(crate) ready: BinaryHeap<Reverse<Ready>>,
     pub(crate) timers: BinaryHeap<Reverse<(Duration, u64)>>,
     pub(crate) timed: HashMap<u64, Timed<P>>,
-    /// The result cell of the latest process of each PID submitted here.
-    pub(crate) results: BTreeMap<Pid, ResultCell<P>>,
+    /// The result cell of the latest process of each PID submitted here,
+    /// and how many processes were submitted under it.
+    pub(crate) results: BTreeMap<Pid, (ResultCell<P>, u64)>,
+    /// The streams of processes being initialized (not yet live), for
+    /// their `init`'s random numbers; the innermost last.
+    pub(crate) initializing: Vec<(Pid, Streams)>,
     /// The trace, a line each, each ending in a newline.
     pub(crate) trace: String,
     /// The line of the step being taken (a buffer reused by every step).
@@ -106,17 +140,14 @@ impl<P: Process> Inner<P> {
         self.results.contains_key(&pid) || (pid.node() == 0 && pid.number() < self.next_number)
     }
 
-    pub(crate) fn draw(&mut self, probability: f64) -> bool {
-        probability > 0.0 && self.rng.f64() < probability
-    }
-
     pub(crate) fn make_ready(&mut self, pid: Pid) {
         if let Some(e) = self.live.get_mut(&pid)
             && !e.queued
             && !e.running
         {
             e.queued = true;
-            self.ready.push(pid);
+            let key = e.streams.key(self.clock);
+            self.ready.push(Reverse(Ready::new(key, pid)));
         }
     }
 
@@ -131,7 +162,8 @@ impl<P: Process> Inner<P> {
                 e.pending.push((origin, event));
                 if !e.queued && !e.running {
                     e.queued = true;
-                    self.ready.push(pid);
+                    let key = e.streams.key(self.clock);
+                    self.ready.push(Reverse(Ready::new(key, pid)));
                 }
                 Ok(())
             }

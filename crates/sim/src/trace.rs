@@ -7,6 +7,22 @@ use stepsched_process::{Event, Pid, Process};
 
 use crate::state::Shared;
 
+/// Appends the line of an injected fault to `trace`: `t=<now>us <pid>
+/// fault <what>`, then what `detail` writes.
+pub(crate) fn push_fault(
+    trace: &mut String,
+    now: Duration,
+    pid: Pid,
+    what: &str,
+    detail: impl FnOnce(&mut String),
+) {
+    stamp(trace, now, pid);
+    trace.push_str(" fault ");
+    trace.push_str(what);
+    detail(trace);
+    trace.push('\n');
+}
+
 /// Writes `t=<microseconds>us <pid>`, the start of a trace line.
 pub(crate) fn stamp(line: &mut String, now: Duration, pid: Pid) {
     line.push_str("t=");

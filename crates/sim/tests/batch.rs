@@ -65,6 +65,8 @@ fn short_batches_lose_nothing_and_keep_the_order() {
     };
     assert_eq!(sizes(0.0), [100]);
     let short = sizes(1.0);
-    assert!(short.len() > 3, "{short:?}");
+    // Each step takes 1 to all of the events waiting, at random: the
+    // hundred come in several steps.
+    assert!(short.len() > 1, "{short:?}");
     assert!(short.iter().all(|n| *n >= 1), "{short:?}");
 }

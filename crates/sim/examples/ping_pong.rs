@@ -1,0 +1,133 @@
+//! Simulated steps per second on a ping-pong, without criterion: the
+//! workload of `sim_ping_pong` in `benches/benches/sim.rs` (two processes
+//! exchanging 10 000 round trips, each step answering with
+//! `Context::send`), timed over many runs; prints the median and the best
+//! run, with the trace off and on.
+//!
+//! ```sh
+//! cargo run --release -p stepsched-sim --example ping_pong
+//! cargo run --release -p stepsched-sim --example ping_pong -- 500   # runs
+//! ```
+
+use std::time::{Duration, Instant};
+
+use stepsched_process::{Context, Error, Event, Events, Pid, Process, Status, StepOutput};
+use stepsched_sim::Sim;
+
+const ROUND_TRIPS: u32 = 10_000;
+
+/// The two processes: the same steps as the bench's.
+enum Bench {
+    /// Sends `left` pings to its peer, one per reply; then a 0, which
+    /// stops the peer.
+    Pinger { peer: Pid, left: u32, steps: u32 },
+    /// Answers each ping with the same number; stops on 0.
+    Ponger { steps: u32 },
+}
+
+impl Process for Bench {
+    type Input = ();
+    type Message = u32;
+    type Response = ();
+    type Command = String;
+    type Output = u32;
+
+    fn init(&mut self, _: &Context<'_, Self>, _: &str, (): ()) -> Result<(), Error> {
+        Ok(())
+    }
+
+    fn step(
+        &mut self,
+        ctx: &mut Context<'_, Self>,
+        events: Events<'_, u32, ()>,
+        out: &mut StepOutput<String, u32>,
+    ) -> Result<(), Error> {
+        let send = |to, n| ctx.send(to, n).map_err(|e| Error::failed(e.to_string()));
+        match self {
+            Bench::Pinger { peer, left, steps } => {
+                *steps += 1;
+                drop(events);
+                if *left == 0 {
+                    send(*peer, 0)?;
+                    out.set_status(Status::Done(*steps));
+                } else {
+                    send(*peer, *left)?;
+                    *left -= 1;
+                    out.set_status(Status::Idle);
+                }
+            }
+            Bench::Ponger { steps } => {
+                *steps += 1;
+                out.set_status(Status::Idle);
+                for event in events {
+                    if let Event::Message {
+                        from: Some(from),
+                        data,
+                    } = event
+                    {
+                        if data == 0 {
+                            out.set_status(Status::Done(*steps));
+                        } else {
+                            send(from, data)?;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One ping-pong: the steps taken.
+fn ping_pong(trace: bool) -> u64 {
+    let sim: Sim<Bench> = Sim::builder().seed(1).trace(trace).build();
+    let (ping, pong) = (sim.allocate_pid(), sim.allocate_pid());
+    let pong = sim
+        .submit(pong, Bench::Ponger { steps: 0 }, "main", ())
+        .unwrap();
+    let pinger = Bench::Pinger {
+        peer: pong.pid(),
+        left: ROUND_TRIPS,
+        steps: 0,
+    };
+    let ping = sim.submit(ping, pinger, "main", ()).unwrap();
+    let report = sim.run();
+    let steps = ping.join().unwrap() + pong.join().unwrap();
+    assert_eq!(u64::from(steps), report.steps);
+    report.steps
+}
+
+fn measure(trace: bool, runs: usize) {
+    // Warm up.
+    for _ in 0..runs / 10 + 1 {
+        ping_pong(trace);
+    }
+    let mut times: Vec<(Duration, u64)> = (0..runs)
+        .map(|_| {
+            let start = Instant::now();
+            let steps = ping_pong(trace);
+            (start.elapsed(), steps)
+        })
+        .collect();
+    times.sort();
+    let rate = |(t, steps): (Duration, u64)| steps as f64 / t.as_secs_f64() / 1e6;
+    let (median, best) = (times[runs / 2], times[0]);
+    println!(
+        "ping-pong, trace {}: {} steps a run; median {:.3} ms ({:.2} M steps/s), best {:.3} ms ({:.2} M steps/s), {runs} runs",
+        if trace { "on " } else { "off" },
+        median.1,
+        median.0.as_secs_f64() * 1e3,
+        rate(median),
+        best.0.as_secs_f64() * 1e3,
+        rate(best),
+    );
+}
+
+fn main() {
+    let runs = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(300);
+    measure(false, runs);
+    measure(true, runs);
+}
