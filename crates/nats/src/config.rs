@@ -37,6 +37,8 @@ pub struct NodeConfig {
     pub(crate) queue_capacity: usize,
     pub(crate) reconnect_delay: Duration,
     pub(crate) inbox_capacity: usize,
+    pub(crate) window: u64,
+    pub(crate) receive_limit: usize,
     pub(crate) on_dead_letter: Option<DeadLetterHook>,
     pub(crate) auth: Auth,
     pub(crate) key: ClusterKey,
@@ -115,6 +117,8 @@ impl NodeConfig {
             queue_capacity: 65_536,
             reconnect_delay: Duration::from_secs(1),
             inbox_capacity: 1 << 20,
+            window: 8192,
+            receive_limit: 8192,
             on_dead_letter: None,
             auth: Auth::default(),
             key: ClusterKey::Unset,
@@ -262,6 +266,30 @@ impl NodeConfig {
     /// (memory is used only while the reader is behind).
     pub fn inbox_capacity(mut self, frames: usize) -> Self {
         self.inbox_capacity = frames.max(1);
+        self
+    }
+
+    /// Flow control: how many messages this node may have in flight to one
+    /// other node, sent and not yet *released* by it. The receiving node
+    /// releases a message once it has queued it for its process, unless
+    /// that process's queue then holds more than the receiver's
+    /// [`receive_limit`](Self::receive_limit): then it withholds the
+    /// release until the process has caught up. A send that finds the
+    /// window full waits for releases up to the send timeout, then fails
+    /// with [`RemoteError::Busy`](crate::RemoteError::Busy). So a slow
+    /// process costs its node at most about `receive_limit` queued events
+    /// plus one window per sending node, and a sender at most one window
+    /// per destination. Default 8 192 messages.
+    pub fn window(mut self, messages: u64) -> Self {
+        self.window = messages.max(1);
+        self
+    }
+
+    /// Flow control on the receiving side: how many events a local process
+    /// may have queued before this node withholds the release of further
+    /// remote messages to it (see [`window`](Self::window)). Default 8 192.
+    pub fn receive_limit(mut self, events: usize) -> Self {
+        self.receive_limit = events;
         self
     }
 

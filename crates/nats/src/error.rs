@@ -25,7 +25,9 @@ pub enum RemoteError<M> {
     /// This node has lost its connection to the NATS server, or is
     /// shutting down.
     Disconnected(Package<M>),
-    /// The outbound queue stayed full for the whole send timeout.
+    /// The receiving node lags: the flow-control window to it
+    /// ([`NodeConfig::window`](crate::NodeConfig::window)) stayed full for
+    /// the whole send timeout, or the outbound queue did.
     Busy(Package<M>),
     /// The payload failed to serialize; the string is the codec's error.
     Encode(Package<M>, String),
@@ -118,7 +120,9 @@ impl<M> fmt::Display for RemoteError<M> {
             RemoteError::Disconnected(_) => {
                 write!(f, "this node is disconnected from the server (for {to})")
             }
-            RemoteError::Busy(_) => write!(f, "the outbound queue is full (for {to})"),
+            RemoteError::Busy(_) => {
+                write!(f, "the receiving node lags: no room to send (for {to})")
+            }
             RemoteError::Encode(_, e) => write!(f, "the message for {to} did not encode: {e}"),
         }
     }

@@ -4,12 +4,23 @@
 //! postcard body:
 //!
 //! ```text
-//! byte 0      kind        1 message, 2 dead-letter notice, 3 confirmed message, 4 reply, 5 probe
+//! byte 0      kind        1 message, 2 dead-letter notice, 3 confirmed message, 4 reply, 5 probe,
+//!                         6 credit, 7 credit request
 //! bytes 1..5  origin      the sending node, u32 little-endian
 //! bytes 5..13 incarnation the sending node's run, u64 little-endian (random per start)
 //! bytes 13..21 sequence   per (origin, incarnation, destination), from 1; 0 = unsequenced
-//! bytes 21..  body        postcard: Envelope (kinds 1, 3), Notice (kind 2), a status byte (kind 4)
+//! bytes 21..  body        postcard: Envelope (kinds 1, 3), Notice (kind 2), a status byte (kind 4),
+//!                         the credited run's incarnation, u64 little-endian (kind 6)
 //! ```
+//!
+//! A credit (kind 6) goes from a receiving node back to a sender: its
+//! sequence field is the highest sequence number of that sender's run (the
+//! incarnation in its body) up to which every message is *released*:
+//! queued for a process that is not over the receive limit, undeliverable,
+//! or lost. A credit request (kind 7) is a sequenced frame without a body
+//! that a sender whose window is full queues behind its messages: the
+//! receiver counts it like a message (so frames lost before it become
+//! gaps) and answers with a credit at once.
 //!
 //! With a cluster key, every frame (membership frames and replies too)
 //! ends with a 16-byte keyed BLAKE3 tag over all the bytes before it (the
@@ -36,6 +47,12 @@ pub(crate) const KIND_REPLY: u8 = 4;
 /// "Is this node number taken?": a request on a node subject, sent by a
 /// starting node before it subscribes there; answered with a reply.
 pub(crate) const KIND_PROBE: u8 = 5;
+
+/// Flow control: releases a sender's messages up to a sequence number.
+pub(crate) const KIND_CREDIT: u8 = 6;
+
+/// Flow control: a sender with a full window asks for a credit.
+pub(crate) const KIND_ASK: u8 = 7;
 
 /// Length of the tag a cluster key adds at the end of every frame: the
 /// first 128 bits of the keyed BLAKE3 output (a forger's chance per try
@@ -238,6 +255,43 @@ pub(crate) fn encode_notice(origin: u32, incarnation: u64, notice: &Notice) -> V
     }
     .write(&mut out);
     postcard::to_extend(notice, out).expect("a notice always encodes")
+}
+
+/// Encodes a credit frame: `released` for the sender run `to_incarnation`.
+pub(crate) fn encode_credit(
+    origin: u32,
+    incarnation: u64,
+    to_incarnation: u64,
+    released: u64,
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEADER + 8 + TAG);
+    Header {
+        kind: KIND_CREDIT,
+        origin,
+        incarnation,
+        seq: released,
+    }
+    .write(&mut out);
+    out.extend_from_slice(&to_incarnation.to_le_bytes());
+    out
+}
+
+/// Decodes a credit frame's body: the credited run's incarnation.
+pub(crate) fn decode_credit(body: &[u8]) -> Option<u64> {
+    Some(u64::from_le_bytes(body.try_into().ok()?))
+}
+
+/// Encodes a credit request (sequence 0; the writer sets it).
+pub(crate) fn encode_ask(origin: u32, incarnation: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEADER + TAG);
+    Header {
+        kind: KIND_ASK,
+        origin,
+        incarnation,
+        seq: 0,
+    }
+    .write(&mut out);
+    out
 }
 
 /// Encodes a reply frame.

@@ -1,12 +1,12 @@
 //! [`Node`] and [`Link`]: a scheduler joined to a cluster through NATS.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::future::Future;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use async_nats::{Client, ConnectOptions, Event, Subject, Subscriber};
@@ -22,8 +22,8 @@ use tokio::sync::{Notify, mpsc};
 use crate::config::{ClusterKey, NodeConfig};
 use crate::error::{ConfirmError, RemoteError, StartError};
 use crate::frame::{
-    self, Beat, Envelope, Header, KIND_CONFIRMED, KIND_MESSAGE, KIND_NOTICE, KIND_PROBE,
-    KIND_REPLY, Notice, Status,
+    self, Beat, Envelope, Header, KIND_ASK, KIND_CONFIRMED, KIND_CREDIT, KIND_MESSAGE, KIND_NOTICE,
+    KIND_PROBE, KIND_REPLY, Notice, Status,
 };
 use crate::members::{Members, Membership};
 
@@ -121,6 +121,16 @@ pub struct NodeStats {
     /// was behind by [`NodeConfig::inbox_capacity`] (each such drop shows
     /// as gaps, or as lost heartbeats).
     pub slow_consumer: u64,
+    /// Remote sends that found the window to their node full
+    /// ([`NodeConfig::window`]): each waited for credit, and those still
+    /// waiting at the send timeout failed with [`RemoteError::Busy`].
+    pub window_full: u64,
+    /// Remote messages delivered to a local process whose queue then held
+    /// more than [`NodeConfig::receive_limit`] events: their release to
+    /// the sender was withheld until the process caught up.
+    pub withheld: u64,
+    /// Credit frames received (releases of our messages by other nodes).
+    pub credits: u64,
 }
 
 #[derive(Debug, Default)]
@@ -138,12 +148,45 @@ struct Counters {
     conflicts: AtomicU64,
     unauthenticated: AtomicU64,
     slow_consumer: AtomicU64,
+    window_full: AtomicU64,
+    withheld: AtomicU64,
+    credits: AtomicU64,
 }
 
 /// Adds `n` to a statistics counter. Relaxed: counters publish nothing.
 fn bump(counter: &AtomicU64, n: u64) {
     counter.fetch_add(n, Ordering::Relaxed);
 }
+
+/// The flow-control state of messages to one destination node.
+#[derive(Debug, Default)]
+struct Window {
+    /// Sequenced frames (messages and credit requests) queued for the
+    /// writer, which numbers them 1, 2, … in queue order: the sequence
+    /// number of the newest one.
+    queued: AtomicU64,
+    /// The highest sequence number the destination released.
+    released: AtomicU64,
+    /// When (ms since the node started, plus one; 0: never) a credit
+    /// request was last queued.
+    asked: AtomicU64,
+}
+
+impl Window {
+    /// Messages sent and not yet released.
+    fn in_flight(&self) -> u64 {
+        // Relaxed (both): a snapshot; the releases come through the
+        // reader's credit handling, which wakes waiters under a lock.
+        let queued = self.queued.load(Ordering::Relaxed);
+        queued.saturating_sub(self.released.load(Ordering::Relaxed))
+    }
+}
+
+/// How long a sender waits for credit before it asks for it again.
+const ASK_EVERY: Duration = Duration::from_millis(50);
+
+/// How often the reader looks at the messages whose release it withholds.
+const RELEASE_TICK: Duration = Duration::from_millis(5);
 
 /// An encoded frame waiting for the writer.
 struct Outbound {
@@ -175,6 +218,15 @@ struct Shared {
     space: Mutex<()>,
     space_cv: Condvar,
     space_waiters: AtomicUsize,
+    /// Flow control: one window per destination node (see
+    /// [`NodeConfig::window`]).
+    windows: RwLock<HashMap<u32, Arc<Window>>>,
+    /// Senders waiting for credit, woken by the reader on each credit.
+    credit: Mutex<()>,
+    credit_cv: Condvar,
+    credit_waiters: AtomicUsize,
+    /// When the node started: the clock of `Window::asked`.
+    started: Instant,
     /// Asks the heartbeat task for a heartbeat now.
     beat_now: Arc<Notify>,
     stats: Counters,
@@ -456,6 +508,11 @@ impl<P: NodeProcess> Node<P> {
             space: Mutex::new(()),
             space_cv: Condvar::new(),
             space_waiters: AtomicUsize::new(0),
+            windows: RwLock::new(HashMap::new()),
+            credit: Mutex::new(()),
+            credit_cv: Condvar::new(),
+            credit_waiters: AtomicUsize::new(0),
+            started: Instant::now(),
             beat_now,
             stats: Counters::default(),
             slow,
@@ -641,6 +698,27 @@ impl<P: NodeProcess> Link<P> {
         self.deliver(Package::new(to, "", message).with_sender(from))
     }
 
+    /// [`deliver`](Self::deliver) that waits up to `timeout` (instead of
+    /// the configured send timeout) for the flow-control window to the
+    /// receiving node and for room in the outbound queue: zero never
+    /// waits, a long timeout waits for a lagging receiver to catch up. It
+    /// blocks the calling thread; from a step, prefer a short timeout and
+    /// retry later on [`RemoteError::Busy`].
+    ///
+    /// # Errors
+    ///
+    /// As for [`deliver`](Self::deliver).
+    pub fn deliver_within(
+        &self,
+        package: Package<P::Message>,
+        timeout: Duration,
+    ) -> Result<(), RemoteError<P::Message>> {
+        if package.to.node() == self.shared.node {
+            return Receiver::send(&self.handle, package).map_err(RemoteError::Local);
+        }
+        self.shared.send_remote(package, Instant::now() + timeout)
+    }
+
     /// Routes `package` by the node of `package.to`.
     ///
     /// On this node it goes to the scheduler, as
@@ -656,8 +734,10 @@ impl<P: NodeProcess> Link<P> {
     /// (counted in [`NodeStats::dead_letters`], passed to
     /// [`NodeConfig::on_dead_letter`]).
     ///
-    /// Never blocks longer than the send timeout (and only when the
-    /// outbound queue is full).
+    /// Never blocks longer than the send timeout, and only when the
+    /// flow-control window to the receiving node is full (see
+    /// [`NodeConfig::window`]) or the outbound queue is. To wait another
+    /// time, see [`deliver_within`](Self::deliver_within).
     ///
     /// # Errors
     ///
@@ -672,7 +752,8 @@ impl<P: NodeProcess> Link<P> {
         if package.to.node() == self.shared.node {
             return Receiver::send(&self.handle, package).map_err(RemoteError::Local);
         }
-        self.shared.send_remote(package)
+        self.shared
+            .send_remote(package, Instant::now() + self.shared.config.send_timeout)
     }
 
     /// Sends `message` to `to` and waits (at most `timeout`) for the
@@ -791,6 +872,9 @@ impl<P: NodeProcess> Link<P> {
             conflicts: get(&c.conflicts),
             unauthenticated: get(&c.unauthenticated),
             slow_consumer: get(&c.slow_consumer) + get(&self.shared.slow),
+            window_full: get(&c.window_full),
+            withheld: get(&c.withheld),
+            credits: get(&c.credits),
         }
     }
 
@@ -809,7 +893,13 @@ impl<P: NodeProcess> Receiver<P::Message> for Link<P> {
 }
 
 impl Shared {
-    fn send_remote<M: Serialize>(&self, package: Package<M>) -> Result<(), RemoteError<M>> {
+    /// Sends a message frame, waiting until `deadline` at most for credit
+    /// and room in the outbound queue.
+    fn send_remote<M: Serialize>(
+        &self,
+        package: Package<M>,
+        deadline: Instant,
+    ) -> Result<(), RemoteError<M>> {
         // Acquire: pairs with the Release stores in `leave` and the event
         // callback; a refused send needs nothing more.
         if !self.open.load(Ordering::Acquire) || !self.connected.load(Ordering::Acquire) {
@@ -834,12 +924,21 @@ impl Shared {
             Ok(frame) => frame,
             Err(e) => return Err(RemoteError::Encode(package, e.to_string())),
         };
-        match self.enqueue(Outbound {
-            dest,
-            subject,
-            frame,
-        }) {
+        let window = self.window(dest);
+        if !self.wait_for_credit(&window, dest, &subject, deadline) {
+            return Err(RemoteError::Busy(package));
+        }
+        match self.enqueue(
+            Outbound {
+                dest,
+                subject,
+                frame,
+            },
+            deadline,
+        ) {
             Ok(()) => {
+                // Relaxed: a count; see `Window::in_flight`.
+                window.queued.fetch_add(1, Ordering::Relaxed);
                 bump(&self.stats.sent, 1);
                 Ok(())
             }
@@ -848,9 +947,109 @@ impl Shared {
         }
     }
 
-    /// Queues a frame for the writer, waiting at most the send timeout for
+    /// The window of messages to node `dest`.
+    fn window(&self, dest: u32) -> Arc<Window> {
+        if let Some(w) = self
+            .windows
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&dest)
+        {
+            return w.clone();
+        }
+        self.windows
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(dest)
+            .or_default()
+            .clone()
+    }
+
+    /// Waits, at most until `deadline`, until the window to `dest` has
+    /// room; false if it stayed full. While it waits, it asks `dest` for
+    /// credit every [`ASK_EVERY`] (a lost credit, or lost messages, would
+    /// otherwise keep the window shut).
+    fn wait_for_credit(
+        &self,
+        window: &Window,
+        dest: u32,
+        subject: &Subject,
+        deadline: Instant,
+    ) -> bool {
+        let limit = self.config.window;
+        if window.in_flight() < limit {
+            return true;
+        }
+        bump(&self.stats.window_full, 1);
+        self.credit_waiters.fetch_add(1, Ordering::SeqCst);
+        let open = loop {
+            self.ask_for_credit(window, dest, subject);
+            let guard = self.credit.lock().unwrap_or_else(|e| e.into_inner());
+            if window.in_flight() < limit {
+                break true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                break false;
+            }
+            // The reader notifies under the lock after each credit; the
+            // cap bounds a wake-up that raced past and paces the asks.
+            let wait = (deadline - now).min(Duration::from_millis(5));
+            drop(
+                self.credit_cv
+                    .wait_timeout(guard, wait)
+                    .unwrap_or_else(|e| e.into_inner()),
+            );
+            if window.in_flight() < limit {
+                break true;
+            }
+        };
+        self.credit_waiters.fetch_sub(1, Ordering::SeqCst);
+        open
+    }
+
+    /// Queues a credit request for `dest` if none was queued in the last
+    /// [`ASK_EVERY`]; never waits for room.
+    fn ask_for_credit(&self, window: &Window, dest: u32, subject: &Subject) {
+        let now = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX) + 1;
+        // Relaxed: a pacing hint; two askers at once send two requests.
+        let asked = window.asked.load(Ordering::Relaxed);
+        let every = u64::try_from(ASK_EVERY.as_millis()).unwrap_or(u64::MAX);
+        if asked != 0 && now.saturating_sub(asked) < every {
+            return;
+        }
+        window.asked.store(now, Ordering::Relaxed);
+        self.pending.fetch_add(1, Ordering::Relaxed);
+        let ask = Outbound {
+            dest,
+            subject: subject.clone(),
+            frame: frame::encode_ask(self.node, self.incarnation),
+        };
+        if self.out.try_send(ask).is_ok() {
+            // Relaxed: as for a message (see `send_remote`).
+            window.queued.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.pending.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Takes a credit from node `from` for our run: releases our messages
+    /// to it up to `released`, and wakes the senders waiting for credit.
+    fn on_credit(&self, from: u32, released: u64) {
+        let window = self.window(from);
+        // Relaxed: read by `in_flight`; the waiters are woken under the
+        // lock below, after this store.
+        window.released.fetch_max(released, Ordering::Relaxed);
+        bump(&self.stats.credits, 1);
+        if self.credit_waiters.load(Ordering::SeqCst) > 0 {
+            let _guard = self.credit.lock().unwrap_or_else(|e| e.into_inner());
+            self.credit_cv.notify_all();
+        }
+    }
+
+    /// Queues a frame for the writer, waiting until `deadline` at most for
     /// room.
-    fn enqueue(&self, outbound: Outbound) -> Result<(), Enqueue> {
+    fn enqueue(&self, outbound: Outbound, deadline: Instant) -> Result<(), Enqueue> {
         // Relaxed: `pending` is read by the writer after it received the
         // frame through the channel, which orders it.
         self.pending.fetch_add(1, Ordering::Relaxed);
@@ -863,7 +1062,7 @@ impl Shared {
             Err(mpsc::error::TrySendError::Closed(_)) => return refused(Enqueue::Closed),
             Err(mpsc::error::TrySendError::Full(o)) => o,
         };
-        let deadline = Instant::now() + self.config.send_timeout;
+
         self.space_waiters.fetch_add(1, Ordering::SeqCst);
         let mut guard = self.space.lock().unwrap_or_else(|e| e.into_inner());
         let result = loop {
@@ -1115,19 +1314,103 @@ async fn write_frames(shared: Arc<Shared>, mut rx: mpsc::Receiver<Outbound>) {
 }
 
 /// Per sending node and run (origin, incarnation): the last sequence
-/// number taken. Kept for every run seen, not only the latest: frames of
-/// an earlier run that arrive late (or are replayed) are then still
-/// recognised as duplicates, and alternating two runs' frames cannot
-/// reset a baseline.
-type Seen = HashMap<(u32, u64), u64>;
+/// number taken and the flow-control state. Kept for every run seen, not
+/// only the latest: frames of an earlier run that arrive late (or are
+/// replayed) are then still recognised as duplicates, and alternating two
+/// runs' frames cannot reset a baseline.
+type Seen = HashMap<(u32, u64), Run>;
+
+/// What the reader keeps of one sender's run.
+#[derive(Debug)]
+struct Run {
+    /// The last sequence number taken.
+    last: u64,
+    /// Messages queued for a process that was then over the receive
+    /// limit, oldest first: their release waits (see
+    /// [`NodeConfig::window`]).
+    withheld: VecDeque<(u64, Pid)>,
+    /// The highest release sent to the sender.
+    credited: u64,
+}
+
+impl Run {
+    /// Every sequence number up to this one is released: queued for a
+    /// process under the limit, undeliverable, or never arrived.
+    fn released(&self) -> u64 {
+        self.withheld.front().map_or(self.last, |&(seq, _)| seq - 1)
+    }
+
+    /// Whether a credit is due at the next tick.
+    fn owes(&self) -> bool {
+        !self.withheld.is_empty() || self.released() > self.credited
+    }
+}
+
+/// Sends `run` (of sender `origin`'s run `incarnation`) a credit: if
+/// `force`, whatever it releases; else only if it releases a quarter of a
+/// window more than the last one, or (`tick`) anything more.
+async fn credit(shared: &Shared, origin: u32, incarnation: u64, run: &mut Run, how: Credit) {
+    let released = run.released();
+    let step = (shared.config.window / 4).max(1);
+    let due = match how {
+        Credit::Force => true,
+        Credit::Tick => released > run.credited,
+        Credit::Eager => released >= run.credited.saturating_add(step),
+    };
+    if !due {
+        return;
+    }
+    run.credited = run.credited.max(released);
+    let mut frame = frame::encode_credit(shared.node, shared.incarnation, incarnation, released);
+    frame::seal(shared.key.as_ref(), &mut frame);
+    let subject = Subject::from(shared.config.node_subject(origin));
+    shared.publish(subject, frame).await;
+}
+
+/// When [`credit`] sends one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Credit {
+    /// Always (the answer to a credit request).
+    Force,
+    /// When anything more is released (the reader's tick).
+    Tick,
+    /// When a quarter of a window more is released (after a message).
+    Eager,
+}
+
+/// The reader's tick: releases withheld messages whose process has caught
+/// up (or is gone), and credits what is released.
+async fn release<P: NodeProcess>(shared: &Shared, handle: &Handle<P>, seen: &mut Seen) {
+    let limit = shared.config.receive_limit;
+    for (&(origin, incarnation), run) in seen.iter_mut() {
+        while let Some(&(_, pid)) = run.withheld.front() {
+            if handle.queued(pid).is_some_and(|queued| queued > limit) {
+                break;
+            }
+            run.withheld.pop_front();
+        }
+        credit(shared, origin, incarnation, run, Credit::Tick).await;
+    }
+}
 
 /// The reader of the node's subject: decodes, drops duplicates, delivers
 /// into the scheduler, answers requests and notifies senders of dead
 /// letters.
 async fn read_frames<P: NodeProcess>(shared: Arc<Shared>, handle: Handle<P>, mut sub: Subscriber) {
     let mut seen = Seen::new();
-    while let Some(message) = sub.next().await {
-        on_frame(&shared, &handle, &mut seen, &message.payload, message.reply).await;
+    let mut tick = tokio::time::interval(RELEASE_TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The tick runs only while a credit is owed: an idle node sleeps.
+    let mut owed = false;
+    loop {
+        tokio::select! {
+            message = sub.next() => {
+                let Some(message) = message else { return };
+                on_frame(&shared, &handle, &mut seen, &message.payload, message.reply).await;
+            }
+            _ = tick.tick(), if owed => release(&shared, &handle, &mut seen).await,
+        }
+        owed = seen.values().any(Run::owes);
     }
 }
 
@@ -1158,6 +1441,33 @@ async fn on_frame<P: NodeProcess>(
         return;
     };
     match header.kind {
+        KIND_CREDIT => {
+            let Some(to_incarnation) = frame::decode_credit(body) else {
+                bump(&stats.bad_frames, 1);
+                return;
+            };
+            // A credit for an earlier run of ours releases nothing now.
+            if to_incarnation == shared.incarnation {
+                shared.on_credit(header.origin, header.seq);
+            }
+        }
+        KIND_ASK => {
+            if header.seq == 0 || !body.is_empty() {
+                bump(&stats.bad_frames, 1);
+                return;
+            }
+            let Some(run) = take_seq(stats, seen, &header) else {
+                return;
+            };
+            credit(
+                shared,
+                header.origin,
+                header.incarnation,
+                run,
+                Credit::Force,
+            )
+            .await;
+        }
         KIND_MESSAGE | KIND_CONFIRMED => {
             let Some(envelope) = frame::decode_body::<Envelope<P::Message>>(body) else {
                 bump(&stats.bad_frames, 1);
@@ -1171,21 +1481,9 @@ async fn on_frame<P: NodeProcess>(
                 bump(&stats.misrouted, 1);
                 return;
             }
-            if header.kind == KIND_MESSAGE && header.seq != 0 {
-                // The first frame this run of the node gets from a
-                // sender's run sets the baseline: frames numbered before
-                // it went to an earlier run of this node, or were lost
-                // before this one was listening; neither is a gap this
-                // run can vouch for.
-                let last = seen
-                    .entry((header.origin, header.incarnation))
-                    .or_insert(header.seq - 1); // seq != 0 here
-                if header.seq <= *last {
-                    bump(&stats.duplicates, 1);
-                    return;
-                }
-                bump(&stats.gaps, header.seq - *last - 1); // seq > last here
-                *last = header.seq;
+            let sequenced = header.kind == KIND_MESSAGE && header.seq != 0;
+            if sequenced && take_seq(stats, seen, &header).is_none() {
+                return;
             }
             let from = envelope.from.map(|w| w.0);
             let package = Package {
@@ -1197,6 +1495,15 @@ async fn on_frame<P: NodeProcess>(
             let status = match Receiver::send(handle, package) {
                 Ok(()) => {
                     bump(&stats.received, 1);
+                    if sequenced
+                        && handle
+                            .queued(to)
+                            .is_some_and(|queued| queued > shared.config.receive_limit)
+                        && let Some(run) = seen.get_mut(&(header.origin, header.incarnation))
+                    {
+                        run.withheld.push_back((header.seq, to));
+                        bump(&stats.withheld, 1);
+                    }
                     Status::Delivered
                 }
                 Err(e) => {
@@ -1220,6 +1527,16 @@ async fn on_frame<P: NodeProcess>(
                 frame::seal(shared.key.as_ref(), &mut frame);
                 let subject = Subject::from(shared.config.node_subject(header.origin));
                 shared.publish(subject, frame).await;
+            }
+            if sequenced && let Some(run) = seen.get_mut(&(header.origin, header.incarnation)) {
+                credit(
+                    shared,
+                    header.origin,
+                    header.incarnation,
+                    run,
+                    Credit::Eager,
+                )
+                .await;
             }
         }
         KIND_PROBE => {
@@ -1262,6 +1579,29 @@ async fn on_frame<P: NodeProcess>(
             }
         }
     }
+}
+
+/// Takes a sequenced frame's number into its sender run's record; `None`
+/// if the frame is a duplicate (counted), else the run.
+fn take_seq<'a>(stats: &Counters, seen: &'a mut Seen, header: &Header) -> Option<&'a mut Run> {
+    // The first frame this run of the node gets from a sender's run sets
+    // the baseline: frames numbered before it went to an earlier run of
+    // this node, or were lost before this one was listening; neither is a
+    // gap this run can vouch for.
+    let run = seen
+        .entry((header.origin, header.incarnation))
+        .or_insert_with(|| Run {
+            last: header.seq - 1, // seq != 0 here
+            withheld: VecDeque::new(),
+            credited: 0,
+        });
+    if header.seq <= run.last {
+        bump(&stats.duplicates, 1);
+        return None;
+    }
+    bump(&stats.gaps, header.seq - run.last - 1); // seq > last here
+    run.last = header.seq;
+    Some(run)
 }
 
 /// The membership listener.

@@ -34,6 +34,41 @@ pub enum Proc {
     StepEcho,
     /// Ends at its first step.
     Once,
+    /// Holds its worker in its first step until the gate opens; then takes
+    /// its messages and stays idle (a process that lags).
+    Gate(std::sync::Arc<Gate>),
+}
+
+/// What a [`Proc::Gate`] waits on.
+#[derive(Default)]
+pub struct Gate {
+    entered: std::sync::Mutex<bool>,
+    open: std::sync::Mutex<bool>,
+    cv: std::sync::Condvar,
+}
+
+impl Gate {
+    /// Waits (at most [`GUARD`]) until the gate's process is held in its
+    /// first step.
+    pub fn wait_entered(&self) {
+        let guard = self.entered.lock().unwrap();
+        let (guard, _) = self.cv.wait_timeout_while(guard, GUARD, |e| !*e).unwrap();
+        assert!(*guard, "the gate's process never started a step");
+    }
+
+    /// Lets the process go on.
+    pub fn open(&self) {
+        *self.open.lock().unwrap() = true;
+        self.cv.notify_all();
+    }
+
+    fn hold(&self) {
+        *self.entered.lock().unwrap() = true;
+        self.cv.notify_all();
+        let guard = self.open.lock().unwrap();
+        // The time limit only bounds a test that fails before it opens.
+        drop(self.cv.wait_timeout_while(guard, GUARD, |o| !*o).unwrap());
+    }
 }
 
 impl Process for Proc {
@@ -54,6 +89,11 @@ impl Process for Proc {
         out: &mut StepOutput<String, ()>,
     ) -> Result<(), Error> {
         let me = cx.pid();
+        if let Proc::Gate(gate) = self {
+            gate.hold();
+            out.set_status(Status::Idle);
+            return Ok(());
+        }
         for event in events {
             if event.is_cancel() {
                 return Err(Error::Cancelled);
@@ -82,7 +122,7 @@ impl Process for Proc {
                         cx.send(from, Msg::Pong(n))?;
                     }
                 }
-                Proc::Once => {}
+                Proc::Once | Proc::Gate(_) => {}
             }
         }
         out.set_status(match self {
