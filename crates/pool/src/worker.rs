@@ -696,6 +696,9 @@ impl Search {
             Parked::Watched => {
                 self.watched = true;
                 self.searching = true;
+                // One look, then back to sleep: no spinning or yielding
+                // for a wait that nobody's work ended.
+                self.failed = PARK_LIMIT - 1;
                 true
             }
         }
