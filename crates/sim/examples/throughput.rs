@@ -1,12 +1,13 @@
-//! Simulated steps per second on a ping-pong, without criterion: the
-//! workload of `sim_ping_pong` in `benches/benches/sim.rs` (two processes
-//! exchanging 10 000 round trips, each step answering with
-//! `Context::send`), timed over many runs; prints the median and the best
-//! run, with the trace off and on.
+//! Simulated steps per second, without criterion: the workloads of
+//! `benches/benches/sim.rs`, timed over many runs (the median and the best
+//! run). `sim_ping_pong`: two processes exchanging 10 000 round trips,
+//! each step answering with `Context::send`, with the trace off and on;
+//! `sim_fan_in`: 100 producers sending 100 messages each to one collector,
+//! one message per step, trace off.
 //!
 //! ```sh
-//! cargo run --release -p stepsched-sim --example ping_pong
-//! cargo run --release -p stepsched-sim --example ping_pong -- 500   # runs
+//! cargo run --release -p stepsched-sim --example throughput
+//! cargo run --release -p stepsched-sim --example throughput -- 500   # runs
 //! ```
 
 use std::time::{Duration, Instant};
@@ -15,14 +16,20 @@ use stepsched_process::{Context, Error, Event, Events, Pid, Process, Status, Ste
 use stepsched_sim::Sim;
 
 const ROUND_TRIPS: u32 = 10_000;
+const PRODUCERS: u32 = 100;
+const EACH: u32 = 100;
 
-/// The two processes: the same steps as the bench's.
+/// The processes: the same steps as the bench's.
 enum Bench {
     /// Sends `left` pings to its peer, one per reply; then a 0, which
     /// stops the peer.
     Pinger { peer: Pid, left: u32, steps: u32 },
     /// Answers each ping with the same number; stops on 0.
     Ponger { steps: u32 },
+    /// Sends `left` messages to the collector, one per step.
+    Producer { to: Pid, left: u32, steps: u32 },
+    /// Counts `left` messages.
+    Collector { left: u32, steps: u32 },
 }
 
 impl Process for Bench {
@@ -73,6 +80,25 @@ impl Process for Bench {
                     }
                 }
             }
+            Bench::Producer { to, left, steps } => {
+                *steps += 1;
+                if *left == 0 {
+                    out.set_status(Status::Done(*steps));
+                } else {
+                    send(*to, *left)?;
+                    *left -= 1;
+                    out.set_status(Status::Continue);
+                }
+            }
+            Bench::Collector { left, steps } => {
+                *steps += 1;
+                *left -= events.count() as u32;
+                out.set_status(if *left == 0 {
+                    Status::Done(*steps)
+                } else {
+                    Status::Idle
+                });
+            }
         }
         Ok(())
     }
@@ -97,15 +123,40 @@ fn ping_pong(trace: bool) -> u64 {
     report.steps
 }
 
-fn measure(trace: bool, runs: usize) {
+/// The fan-in: the steps taken.
+fn fan_in() -> u64 {
+    let sim: Sim<Bench> = Sim::builder().seed(1).trace(false).build();
+    let to = sim.allocate_pid();
+    let collector = Bench::Collector {
+        left: PRODUCERS * EACH,
+        steps: 0,
+    };
+    let collector = sim.submit(to, collector, "main", ()).unwrap();
+    for _ in 0..PRODUCERS {
+        let producer = Bench::Producer {
+            to,
+            left: EACH,
+            steps: 0,
+        };
+        sim.submit(sim.allocate_pid(), producer, "main", ())
+            .unwrap();
+    }
+    let report = sim.run();
+    assert_eq!(report.live, 0);
+    assert!(collector.join().unwrap() >= 1);
+    report.steps
+}
+
+/// Times `workload` over `runs` runs and prints the median and the best.
+fn measure(name: &str, workload: impl Fn() -> u64, runs: usize) {
     // Warm up.
     for _ in 0..runs / 10 + 1 {
-        ping_pong(trace);
+        workload();
     }
     let mut times: Vec<(Duration, u64)> = (0..runs)
         .map(|_| {
             let start = Instant::now();
-            let steps = ping_pong(trace);
+            let steps = workload();
             (start.elapsed(), steps)
         })
         .collect();
@@ -113,8 +164,7 @@ fn measure(trace: bool, runs: usize) {
     let rate = |(t, steps): (Duration, u64)| steps as f64 / t.as_secs_f64() / 1e6;
     let (median, best) = (times[runs / 2], times[0]);
     println!(
-        "ping-pong, trace {}: {} steps a run; median {:.3} ms ({:.2} M steps/s), best {:.3} ms ({:.2} M steps/s), {runs} runs",
-        if trace { "on " } else { "off" },
+        "{name}: {} steps a run; median {:.3} ms ({:.2} M steps/s), best {:.3} ms ({:.2} M steps/s), {runs} runs",
         median.1,
         median.0.as_secs_f64() * 1e3,
         rate(median),
@@ -128,6 +178,7 @@ fn main() {
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(300);
-    measure(false, runs);
-    measure(true, runs);
+    measure("ping-pong, trace off", || ping_pong(false), runs);
+    measure("ping-pong, trace on ", || ping_pong(true), runs);
+    measure("fan-in,    trace off", fan_in, runs);
 }

@@ -156,6 +156,7 @@ where
                     next_serial: 0,
                     live: BTreeMap::new(),
                     ready: BinaryHeap::new(),
+                    current: None,
                     timers: BinaryHeap::new(),
                     timed: HashMap::new(),
                     results: BTreeMap::new(),

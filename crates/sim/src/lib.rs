@@ -54,8 +54,9 @@
 //! - turning one fault off, or setting it so low that it never fires,
 //!   changes no other decision: the trace of a seed stays the same, byte
 //!   for byte;
-//! - a process that does nothing (submitted under a PID the others do not
-//!   use) changes no other process's schedule: each ready process gets a
+//! - a process that does nothing (an idle one, whose PID is allocated
+//!   after the others', so that theirs stay the same: streams follow
+//!   PIDs) changes no other process's schedule: each ready process gets a
 //!   key from its own stream (a race of exponential clocks: each is as
 //!   likely to step next as in a uniform draw), and the smallest steps
 //!   next. The terminate and shutdown faults are drawn once per step of

@@ -44,6 +44,12 @@ pub struct ShutdownReport {
     pub forced: usize,
 }
 
+/// From how many ready processes on the one stepped stays in the ready
+/// queue while it runs (measured on `examples/throughput`: a hundred
+/// producers that continue gain about 15 %; a ping-pong, with one ready
+/// process, would lose as much).
+const LAZY_POP: usize = 4;
+
 impl<P: Process + 'static> Shared<P>
 where
     P::Command: Command,
@@ -179,11 +185,22 @@ where
                 let _ = self.terminate(victim, "fault");
                 continue;
             }
-            if let Some(Reverse(ready)) = inner.ready.pop() {
-                let pid = ready.pid();
+            if let Some(&Reverse(ready)) = inner.ready.peek() {
                 inner.clock = ready.0;
+                // Among many, left at the top while it runs (see
+                // `Inner::current`); among few, a pop is cheaper. Either
+                // way the same process steps next: only the cost differs.
+                let lazy = inner.ready.len() >= LAZY_POP;
+                if lazy {
+                    inner.current = Some(ready);
+                } else {
+                    inner.ready.pop();
+                }
                 drop(inner);
-                self.step(pid);
+                self.step(ready.pid());
+                if lazy {
+                    self.inner.borrow_mut().settle();
+                }
                 continue;
             }
             // Nothing runnable: a finished shutdown, a timer, a deadline,

@@ -115,6 +115,11 @@ pub(crate) struct Inner<P: Process> {
     /// The runnable processes by key: the smallest steps next (see
     /// [`Streams::key`]).
     pub(crate) ready: BinaryHeap<Reverse<Ready>>,
+    /// The entry of the process being stepped, left at the top of `ready`
+    /// while it runs: if it is made ready again, its new key replaces it
+    /// there (one sift instead of a pop and a push); else it is popped
+    /// when the step ends ([`Inner::settle`]).
+    pub(crate) current: Option<Ready>,
     pub(crate) timers: BinaryHeap<Reverse<(Duration, u64)>>,
     pub(crate) timed: HashMap<u64, Timed<P>>,
     /// The result cell of the latest process of each PID submitted here,
@@ -147,7 +152,47 @@ impl<P: Process> Inner<P> {
         {
             e.queued = true;
             let key = e.streams.key(self.clock);
-            self.ready.push(Reverse(Ready::new(key, pid)));
+            self.enqueue(Ready::new(key, pid));
+        }
+    }
+
+    /// Adds `ready` to the ready queue: in the place of the entry of the
+    /// step being taken if it is that process's.
+    #[inline]
+    fn enqueue(&mut self, ready: Ready) {
+        match self.current {
+            Some(current) if current.pid() == ready.pid() => self.replace(current, ready),
+            _ => self.ready.push(Reverse(ready)),
+        }
+    }
+
+    /// Puts `ready` in the place of `current`, the entry of the step being
+    /// taken.
+    #[inline(never)]
+    fn replace(&mut self, current: Ready, ready: Ready) {
+        self.current = None;
+        if let Some(mut top) = self.ready.peek_mut()
+            && top.0 == current
+        {
+            // Sifted down to its place when `top` drops.
+            *top = Reverse(ready);
+            return;
+        }
+        self.ready.retain(|Reverse(r)| *r != current);
+        self.ready.push(Reverse(ready));
+    }
+
+    /// Ends a step: the stepped process's entry leaves the ready queue,
+    /// unless it was made ready again.
+    #[inline(never)]
+    pub(crate) fn settle(&mut self) {
+        if let Some(current) = self.current.take() {
+            match self.ready.peek() {
+                Some(Reverse(top)) if *top == current => {
+                    self.ready.pop();
+                }
+                _ => self.ready.retain(|Reverse(r)| *r != current),
+            }
         }
     }
 
@@ -163,7 +208,7 @@ impl<P: Process> Inner<P> {
                 if !e.queued && !e.running {
                     e.queued = true;
                     let key = e.streams.key(self.clock);
-                    self.ready.push(Reverse(Ready::new(key, pid)));
+                    self.enqueue(Ready::new(key, pid));
                 }
                 Ok(())
             }
