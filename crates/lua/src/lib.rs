@@ -49,6 +49,14 @@
 //! call into a host function; the rest of Lua's C library runs each call
 //! for at most as long as the memory it works on allows.
 //!
+//! What a script copies into the host is bounded too: a value leaving it
+//! (`send`, `yield_cmd`, `return`) by [`Sandbox::value_limit`]
+//! ([`DEFAULT_VALUE_LIMIT`]), a `send` by the receiver's queue
+//! ([`Sandbox::send_queue_limit`], [`DEFAULT_SEND_QUEUE_LIMIT`]), the store
+//! behind `kv_put` by its limit ([`DEFAULT_STORE_LIMIT`]); messages a
+//! process has not received yet wait in its Lua state, under its memory
+//! limit.
+//!
 //! The process's logic is generic over the scheduler's process type
 //! ([`LuaProcess::init_in`], [`LuaProcess::step_in`]), so Lua and Rust
 //! processes share one scheduler as an enum whose Lua variant delegates
@@ -61,7 +69,7 @@
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
 
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{BinaryHeap, HashMap};
 use std::fmt;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -73,7 +81,8 @@ use mlua::chunk::ChunkMode;
 use mlua::thread::ThreadStatus;
 use mlua::{Lua, LuaOptions, MultiValue, StdLib};
 use stepsched::{
-    Builder, Command, Completer, Context, Error, Event, Events, Pid, Process, Status, StepOutput,
+    Builder, Command, Completer, Context, Error, Event, Events, Handle, Pid, Process, Status,
+    StepOutput,
 };
 
 mod guard;
@@ -83,7 +92,10 @@ mod strlib;
 
 use guard::{Doom, Guard, Install};
 use sandbox::ModuleKind;
-pub use sandbox::{DEFAULT_MEMORY_LIMIT, DEFAULT_STEP_TIME, Lib, Module, Sandbox};
+pub use sandbox::{
+    DEFAULT_MEMORY_LIMIT, DEFAULT_SEND_QUEUE_LIMIT, DEFAULT_STEP_TIME, DEFAULT_VALUE_LIMIT, Lib,
+    Module, Sandbox,
+};
 
 /// How many Lua instructions run between two looks of the count hook at
 /// the process's guard (its cancel token and its step's time budget).
@@ -180,19 +192,87 @@ impl fmt::Display for ValueError {
 }
 impl std::error::Error for ValueError {}
 
+/// What each value counts for under a value limit besides its string's
+/// bytes: the size of a [`Value`] (so a table pair counts twice it), about
+/// what the host pays for it.
+pub const VALUE_OVERHEAD: usize = std::mem::size_of::<Value>();
+
+/// The bytes left of a value limit while a value is converted.
+struct Budget {
+    left: usize,
+    limit: Option<usize>,
+}
+
+impl Budget {
+    fn new(limit: Option<usize>) -> Self {
+        Budget {
+            left: limit.unwrap_or(usize::MAX),
+            limit,
+        }
+    }
+
+    /// Takes `bytes`, or fails once the limit is passed.
+    #[inline]
+    fn take(&mut self, bytes: usize) -> Result<(), ValueError> {
+        match self.left.checked_sub(bytes) {
+            Some(left) => {
+                self.left = left;
+                Ok(())
+            }
+            None => Err(ValueError(format!(
+                "a value of more than {} bytes (the sandbox's value limit)",
+                self.limit.unwrap_or(usize::MAX)
+            ))),
+        }
+    }
+}
+
 impl Value {
     /// Converts a Lua value; see the crate docs for what is refused.
     pub fn from_lua(v: &mlua::Value) -> Result<Self, ValueError> {
-        Self::from_lua_at(v, 0)
+        Self::from_lua_at(v, 0, &mut Budget::new(None))
     }
 
-    fn from_lua_at(v: &mlua::Value, depth: usize) -> Result<Self, ValueError> {
+    /// Converts a Lua value as [`from_lua`](Self::from_lua) does, counting
+    /// its size as it goes ([`size`](Self::size)); stops with an error
+    /// naming `limit` as soon as it passes it, without building the rest.
+    /// `None`: no limit.
+    pub fn from_lua_limited(v: &mlua::Value, limit: Option<usize>) -> Result<Self, ValueError> {
+        Self::from_lua_at(v, 0, &mut Budget::new(limit))
+    }
+
+    /// The bytes this value counts for under a value limit: its strings'
+    /// lengths plus [`VALUE_OVERHEAD`] for each value in it (a table, each
+    /// of its keys and values, nested tables as a whole).
+    pub fn size(&self) -> usize {
+        VALUE_OVERHEAD
+            + match self {
+                Value::Str(s) => s.len(),
+                Value::Table(pairs) => pairs
+                    .iter()
+                    .map(|(k, v)| k.size().saturating_add(v.size()))
+                    .fold(0, usize::saturating_add),
+                _ => 0,
+            }
+    }
+
+    fn from_lua_at(v: &mlua::Value, depth: usize, budget: &mut Budget) -> Result<Self, ValueError> {
+        budget.take(VALUE_OVERHEAD)?;
         Ok(match v {
             mlua::Value::Nil => Value::Nil,
             mlua::Value::Boolean(b) => Value::Bool(*b),
             mlua::Value::Integer(i) => Value::Int(*i),
             mlua::Value::Number(n) => Value::Num(*n),
-            mlua::Value::String(s) => Value::Str(s.to_string_lossy()),
+            mlua::Value::String(s) => {
+                let bytes = s.as_bytes();
+                // Counted before the copy; a lossy conversion that grows
+                // the string (a replacement character for each bad byte)
+                // counts what it grew by.
+                budget.take(bytes.len())?;
+                let text = String::from_utf8_lossy(&bytes);
+                budget.take(text.len() - bytes.len())?;
+                Value::Str(text.into_owned())
+            }
             mlua::Value::Table(t) => {
                 if depth >= MAX_DEPTH {
                     return Err(ValueError(format!(
@@ -203,8 +283,8 @@ impl Value {
                 for pair in t.pairs::<mlua::Value, mlua::Value>() {
                     let (k, v) = pair.map_err(|e| ValueError(e.to_string()))?;
                     pairs.push((
-                        Self::from_lua_at(&k, depth + 1)?,
-                        Self::from_lua_at(&v, depth + 1)?,
+                        Self::from_lua_at(&k, depth + 1, budget)?,
+                        Self::from_lua_at(&v, depth + 1, budget)?,
                     ));
                 }
                 Value::Table(pairs)
@@ -220,20 +300,26 @@ impl Value {
 
     /// Converts into a value of `lua`.
     pub fn to_lua(&self, lua: &Lua) -> Result<mlua::Value, ValueError> {
-        let e = |e: mlua::Error| ValueError(e.to_string());
+        self.to_lua_raw(lua)
+            .map_err(|e| ValueError(lua_message(&e)))
+    }
+
+    /// [`to_lua`](Self::to_lua) with Lua's error (a memory error stays
+    /// one).
+    fn to_lua_raw(&self, lua: &Lua) -> mlua::Result<mlua::Value> {
         Ok(match self {
             Value::Nil => mlua::Value::Nil,
             Value::Bool(b) => mlua::Value::Boolean(*b),
             Value::Int(i) => mlua::Value::Integer(*i),
             Value::Num(n) => mlua::Value::Number(*n),
-            Value::Str(s) => mlua::Value::String(lua.create_string(s).map_err(e)?),
+            Value::Str(s) => mlua::Value::String(lua.create_string(s)?),
             Value::Table(pairs) => {
-                let t = lua.create_table().map_err(e)?;
+                let t = lua.create_table()?;
                 for (k, v) in pairs {
                     if *k == Value::Nil {
-                        return Err(ValueError("a table key cannot be nil".into()));
+                        return Err(mlua::Error::runtime("a table key cannot be nil"));
                     }
-                    t.raw_set(k.to_lua(lua)?, v.to_lua(lua)?).map_err(e)?;
+                    t.raw_set(k.to_lua_raw(lua)?, v.to_lua_raw(lua)?)?;
                 }
                 mlua::Value::Table(t)
             }
@@ -348,6 +434,20 @@ impl Script {
     }
 }
 
+impl Script {
+    /// The error of a process whose mailbox could not take a message
+    /// (`len` waiting).
+    fn mailbox_error(&self, e: &mlua::Error, len: usize) -> Error {
+        match self.sandbox.memory_limit() {
+            Some(limit) if matches!(e, mlua::Error::MemoryError(_)) => Error::failed(format!(
+                "{}: the memory limit of {limit} bytes was exceeded by messages it had not received ({len} waiting)",
+                self.name
+            )),
+            _ => Error::failed(format!("{}: a message: {}", self.name, lua_message(e))),
+        }
+    }
+}
+
 /// What a Lua process is waiting for.
 #[derive(Debug)]
 enum Wait {
@@ -372,9 +472,69 @@ struct Running {
     lua: Lua,
     thread: mlua::Thread,
     wait: Wait,
-    mailbox: VecDeque<(Value, Option<Pid>)>,
+    mailbox: Mailbox,
     next_tag: u64,
     guard: Box<Guard>,
+}
+
+/// The messages a process has taken from its queue but its script has not
+/// received yet, kept in its Lua state, where its memory limit bounds
+/// them: converted as they arrive, in two tables (messages, senders)
+/// holding the messages `head + 1` to `tail` (from 1, so in the tables'
+/// array parts), made on the first message.
+#[derive(Default)]
+struct Mailbox {
+    tables: Option<(mlua::Table, mlua::Table)>,
+    head: i64,
+    tail: i64,
+}
+
+impl Mailbox {
+    fn len(&self) -> usize {
+        usize::try_from(self.tail - self.head).unwrap_or(0)
+    }
+
+    /// Converts `msg` and `from` into `lua` and puts them last.
+    fn push(&mut self, lua: &Lua, msg: &Value, from: Option<Pid>) -> mlua::Result<()> {
+        let (msgs, froms) = match &self.tables {
+            Some(t) => t,
+            None => self
+                .tables
+                .insert((lua.create_table()?, lua.create_table()?)),
+        };
+        let msg = msg.to_lua_raw(lua)?;
+        let from = match from {
+            Some(pid) => mlua::Value::String(lua.create_string(pid.to_string())?),
+            None => mlua::Value::Nil,
+        };
+        let at = self.tail + 1;
+        msgs.raw_set(at, msg)?;
+        froms.raw_set(at, from)?;
+        self.tail = at;
+        Ok(())
+    }
+
+    /// The first message and its sender (`nil` if it has none), taken out.
+    fn pop(&mut self) -> mlua::Result<Option<MultiValue>> {
+        let Some((msgs, froms)) = &self.tables else {
+            return Ok(None);
+        };
+        if self.head == self.tail {
+            return Ok(None);
+        }
+        let at = self.head + 1;
+        let msg: mlua::Value = msgs.raw_get(at)?;
+        let from: mlua::Value = froms.raw_get(at)?;
+        msgs.raw_set(at, mlua::Value::Nil)?;
+        froms.raw_set(at, mlua::Value::Nil)?;
+        self.head = at;
+        if self.head == self.tail {
+            // Empty: the next message starts again at the tables' start.
+            self.head = 0;
+            self.tail = 0;
+        }
+        Ok(Some(MultiValue::from_iter([msg, from])))
+    }
 }
 
 impl Drop for Running {
@@ -492,7 +652,7 @@ impl LuaProcess {
             lua,
             thread,
             wait: Wait::Start(input),
-            mailbox: VecDeque::new(),
+            mailbox: Mailbox::default(),
             next_tag: 0,
             guard,
         });
@@ -500,7 +660,10 @@ impl LuaProcess {
     }
 
     /// `step` for any process type whose messages and responses are
-    /// [`Value`], commands [`LuaCommand`] and output [`Value`].
+    /// [`Value`], commands [`LuaCommand`] and output [`Value`]. On
+    /// `stepsched`'s scheduler, `send` looks at the receiver's queue
+    /// ([`Sandbox::with_send_queue_limit`]); on another (a context without
+    /// a [`stepsched::Handle`] behind it) that limit is not looked at.
     pub fn step_in<P>(
         &mut self,
         ctx: &mut Context<'_, P>,
@@ -508,7 +671,9 @@ impl LuaProcess {
         out: &mut StepOutput<LuaCommand, Value>,
     ) -> Result<(), Error>
     where
-        P: Process<Message = Value, Response = Value, Command = LuaCommand, Output = Value>,
+        P: Process<Message = Value, Response = Value, Command = LuaCommand, Output = Value>
+            + Send
+            + 'static,
     {
         let Some(run) = self.state.as_mut() else {
             return Err(Error::failed("stepped before init"));
@@ -522,10 +687,16 @@ impl LuaProcess {
                         completion = Some(result);
                     }
                 }
-                Event::Message { from, data } => run.mailbox.push_back((data, from)),
+                Event::Message { from, data } => {
+                    if let Err(e) = run.mailbox.push(&run.lua, &data, from) {
+                        return Err(script.mailbox_error(&e, run.mailbox.len()));
+                    }
+                }
                 Event::Cancel => return Err(Error::Cancelled),
             }
         }
+        let sandbox = &script.sandbox;
+        let value_limit = sandbox.value_limit();
         let lua = &run.lua;
         let conv = |e: ValueError| Error::failed(format!("{}: {e}", script.name));
         let mut args: MultiValue = match std::mem::replace(&mut run.wait, Wait::Recv) {
@@ -548,17 +719,16 @@ impl LuaProcess {
                     ),
                 ]),
             },
-            Wait::Recv => match run.mailbox.pop_front() {
+            Wait::Recv => match run
+                .mailbox
+                .pop()
+                .map_err(|e| script.error(None, Some(&e)))?
+            {
                 None => {
                     out.set_status(Status::Idle);
                     return Ok(());
                 }
-                Some((msg, from)) => MultiValue::from_iter([
-                    msg.to_lua(lua).map_err(conv)?,
-                    from.map_or(Value::Nil, Value::from)
-                        .to_lua(lua)
-                        .map_err(conv)?,
-                ]),
+                Some(received) => received,
             },
         };
         run.guard.begin_step();
@@ -572,7 +742,9 @@ impl LuaProcess {
             let yielded = resumed.map_err(|e| script.error(None, Some(&e)))?;
             if run.thread.status() != ThreadStatus::Resumable {
                 let v = yielded.into_iter().next().unwrap_or(mlua::Value::Nil);
-                out.set_status(Status::Done(Value::from_lua(&v).map_err(conv)?));
+                let v = Value::from_lua_limited(&v, value_limit)
+                    .map_err(|e| Error::failed(format!("{}: return: {e}", script.name)))?;
+                out.set_status(Status::Done(v));
                 return Ok(());
             }
             let mut y = yielded.into_iter();
@@ -588,16 +760,25 @@ impl LuaProcess {
             };
             match &*kind.as_bytes() {
                 b"cmd" => {
+                    // The name counts against the value limit with the
+                    // argument: both are copied out.
                     let name = match y.next() {
-                        Some(mlua::Value::String(s)) => s.to_string_lossy(),
+                        Some(v @ mlua::Value::String(_)) => v,
                         _ => {
                             args = err_args(lua, "yield_cmd: the command name must be a string")?;
                             continue;
                         }
                     };
                     let a = y.next().unwrap_or(mlua::Value::Nil);
-                    match Value::from_lua(&a) {
-                        Ok(a) => {
+                    let mut budget = Budget::new(value_limit);
+                    let cmd = Value::from_lua_at(&name, 0, &mut budget).and_then(|name| {
+                        Ok((
+                            String::try_from(name)?,
+                            Value::from_lua_at(&a, 0, &mut budget)?,
+                        ))
+                    });
+                    match cmd {
+                        Ok((name, a)) => {
                             run.next_tag += 1;
                             run.wait = Wait::Cmd(run.next_tag);
                             out.push_yield(run.next_tag, LuaCommand { name, args: a });
@@ -607,27 +788,43 @@ impl LuaProcess {
                         Err(e) => args = err_args(lua, &format!("yield_cmd: {e}"))?,
                     }
                 }
-                b"recv" => match run.mailbox.pop_front() {
+                b"recv" => match run
+                    .mailbox
+                    .pop()
+                    .map_err(|e| script.error(None, Some(&e)))?
+                {
                     None => {
                         run.wait = Wait::Recv;
                         out.set_status(Status::Idle);
                         return Ok(());
                     }
-                    Some((msg, from)) => {
-                        args = MultiValue::from_iter([
-                            msg.to_lua(lua).map_err(conv)?,
-                            from.map_or(Value::Nil, Value::from)
-                                .to_lua(lua)
-                                .map_err(conv)?,
-                        ]);
-                    }
+                    Some(received) => args = received,
                 },
                 b"send" => {
                     let to = y.next().unwrap_or(mlua::Value::Nil);
                     let v = y.next().unwrap_or(mlua::Value::Nil);
-                    let sent = Value::from_lua(&to)
+                    let sent = Value::from_lua_limited(&to, value_limit)
                         .and_then(Pid::try_from)
-                        .and_then(|to| Value::from_lua(&v).map(|v| (to, v)))
+                        .and_then(|to| {
+                            // Looked at before the value is converted: a
+                            // refused send copies nothing. The scheduler's
+                            // handle is borrowed from the context, not
+                            // cloned.
+                            if let Some(limit) = sandbox.send_queue_limit()
+                                && let Some(handle) = ctx
+                                    .reach()
+                                    .as_any()
+                                    .and_then(|a| a.downcast_ref::<Handle<P>>())
+                                && let Some(queued) = handle.queued(to)
+                                && queued >= limit
+                            {
+                                return Err(ValueError(format!(
+                                    "process {to} has {queued} events queued, at the sandbox's send queue limit of {limit}"
+                                )));
+                            }
+                            Ok(to)
+                        })
+                        .and_then(|to| Value::from_lua_limited(&v, value_limit).map(|v| (to, v)))
                         .and_then(|(to, v)| {
                             ctx.send(to, v)
                                 .map_err(|e| ValueError(format!("send to {to}: {e}")))
@@ -867,8 +1064,96 @@ fn timer_loop(shared: &(Mutex<TimerState>, Condvar)) {
     }
 }
 
-/// The shared key-value store behind `kv_get` and `kv_put`.
-pub type KvStore = Arc<Mutex<HashMap<String, Value>>>;
+/// The default limit of the store behind `kv_put`: 64 MiB of keys and
+/// values (see [`KvStore`]).
+pub const DEFAULT_STORE_LIMIT: usize = 64 << 20;
+
+/// The shared key-value store behind `kv_get` and `kv_put`: a map from
+/// strings to values, bounded in bytes. An entry counts its key's length
+/// plus its value's [`Value::size`]; a put that would make the entries
+/// count more than the limit is refused and changes nothing (replacing a
+/// key counts the difference). Clones share the store.
+#[derive(Clone, Debug)]
+pub struct KvStore {
+    inner: Arc<Mutex<Kv>>,
+    limit: Option<usize>,
+}
+
+#[derive(Debug, Default)]
+struct Kv {
+    map: HashMap<String, Value>,
+    bytes: usize,
+}
+
+fn entry_size(key: &str, value: &Value) -> usize {
+    key.len().saturating_add(value.size())
+}
+
+impl KvStore {
+    /// An empty store of at most `limit` bytes (`None`: no limit).
+    pub fn new(limit: Option<usize>) -> Self {
+        KvStore {
+            inner: Arc::default(),
+            limit,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Kv> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The value stored under `key`.
+    pub fn get(&self, key: &str) -> Option<Value> {
+        self.lock().map.get(key).cloned()
+    }
+
+    /// Stores `value` under `key` (removes the key if `value` is
+    /// [`Value::Nil`]) and returns the value it replaced.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Failed`], naming the limit, if the store would then count
+    /// more than its limit; the store is left as it was.
+    pub fn put(&self, key: String, value: Value) -> Result<Option<Value>, Error> {
+        let mut kv = self.lock();
+        let old = kv.map.get(&key).map_or(0, |v| entry_size(&key, v));
+        if value == Value::Nil {
+            kv.bytes -= old;
+            return Ok(kv.map.remove(&key));
+        }
+        let new = entry_size(&key, &value);
+        let bytes = (kv.bytes - old).saturating_add(new);
+        if let Some(limit) = self.limit
+            && bytes > limit
+        {
+            return Err(Error::failed(format!(
+                "kv_put: the store would hold {bytes} bytes, more than its limit of {limit} bytes"
+            )));
+        }
+        kv.bytes = bytes;
+        Ok(kv.map.insert(key, value))
+    }
+
+    /// How many bytes the entries count (see the type's docs).
+    pub fn bytes(&self) -> usize {
+        self.lock().bytes
+    }
+
+    /// The store's limit in bytes (`None`: none).
+    pub fn limit(&self) -> Option<usize> {
+        self.limit
+    }
+
+    /// How many keys are stored.
+    pub fn len(&self) -> usize {
+        self.lock().map.len()
+    }
+
+    /// Whether no key is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
 
 /// Registers the handlers every Lua host needs on `builder`, and returns it
 /// with the key-value store they share:
@@ -878,10 +1163,28 @@ pub type KvStore = Arc<Mutex<HashMap<String, Value>>>;
 ///   The thread stops when the scheduler shuts down (or drops); a sleep
 ///   still pending then, or asked for after, is dropped, so its yield
 ///   completes with an error.
-/// - `kv_put` (argument `{key, value}`) stores a value and completes with
-///   the previous one (or `nil`); `kv_get` (argument: key) completes with
-///   the stored value or `nil`.
+/// - `kv_put` (argument `{key, value}`) stores a value (a `nil` value
+///   removes the key) and completes with the previous one (or `nil`), or
+///   with an error naming the limit if the store would then hold more
+///   than [`DEFAULT_STORE_LIMIT`] bytes (see [`KvStore`]); `kv_get`
+///   (argument: key) completes with the stored value or `nil`.
+///
+/// [`host_handlers_with_store_limit`] sets another limit.
 pub fn host_handlers<P>(builder: Builder<P>) -> std::io::Result<(Builder<P>, KvStore)>
+where
+    P: Process<Command = LuaCommand, Response = Value> + Send + 'static,
+    P::Message: Send + 'static,
+    P::Output: Send + 'static,
+{
+    host_handlers_with_store_limit(builder, Some(DEFAULT_STORE_LIMIT))
+}
+
+/// [`host_handlers`] with a store of at most `limit` bytes (`None`: no
+/// limit, so scripts can grow the host as they like through `kv_put`).
+pub fn host_handlers_with_store_limit<P>(
+    builder: Builder<P>,
+    limit: Option<usize>,
+) -> std::io::Result<(Builder<P>, KvStore)>
 where
     P: Process<Command = LuaCommand, Response = Value> + Send + 'static,
     P::Message: Send + 'static,
@@ -889,8 +1192,8 @@ where
 {
     let timer = Arc::new(Timer::start()?);
     let stopper = Arc::clone(&timer);
-    let kv: KvStore = Arc::default();
-    let (get, put) = (Arc::clone(&kv), Arc::clone(&kv));
+    let kv = KvStore::new(limit);
+    let (get, put) = (kv.clone(), kv.clone());
     let builder = builder
         .handler("sleep", move |cmd: LuaCommand, done: Completer<P>| {
             let ms = match cmd.args {
@@ -912,7 +1215,7 @@ where
         })
         .handler("kv_get", move |cmd: LuaCommand, done: Completer<P>| {
             let r = match cmd.args {
-                Value::Str(k) => Ok(lock(&get).get(&k).cloned().unwrap_or(Value::Nil)),
+                Value::Str(k) => Ok(get.get(&k).unwrap_or(Value::Nil)),
                 other => Err(Error::failed(format!(
                     "kv_get: expected a key, got {other:?}"
                 ))),
@@ -921,7 +1224,7 @@ where
         })
         .handler("kv_put", move |cmd: LuaCommand, done: Completer<P>| {
             let r = match kv_pair(cmd.args) {
-                Some((k, v)) => Ok(lock(&put).insert(k, v).unwrap_or(Value::Nil)),
+                Some((k, v)) => put.put(k, v).map(|old| old.unwrap_or(Value::Nil)),
                 None => Err(Error::failed("kv_put: expected {key, value}")),
             };
             done.complete(r);
@@ -930,10 +1233,6 @@ where
         // the last handle.
         .on_shutdown(move || stopper.stop());
     Ok((builder, kv))
-}
-
-fn lock(kv: &KvStore) -> std::sync::MutexGuard<'_, HashMap<String, Value>> {
-    kv.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn kv_pair(args: Value) -> Option<(String, Value)> {

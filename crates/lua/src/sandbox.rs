@@ -15,6 +15,15 @@ pub const DEFAULT_MEMORY_LIMIT: usize = 64 << 20;
 /// The default time budget of one step of a Lua process: one second.
 pub const DEFAULT_STEP_TIME: Duration = Duration::from_secs(1);
 
+/// The default value limit: a value leaving a script (`send`,
+/// `yield_cmd`, `return`) may count at most 1 MiB (see
+/// [`Sandbox::with_value_limit`]).
+pub const DEFAULT_VALUE_LIMIT: usize = 1 << 20;
+
+/// The default send queue limit: `send` refuses to add to a process that
+/// has 10 000 events waiting (see [`Sandbox::with_send_queue_limit`]).
+pub const DEFAULT_SEND_QUEUE_LIMIT: usize = 10_000;
+
 /// A part of Lua's standard library that reaches outside the script's own
 /// state, which a host may add to a [`Sandbox`] with [`Sandbox::allow`].
 ///
@@ -115,8 +124,10 @@ impl Module {
 /// only; and the crate's `yield_cmd`, `receive`, `send` and `self`. No
 /// `io`, no rest of `os`, no `package`, no `debug`.
 ///
-/// Limits, per process: [`DEFAULT_MEMORY_LIMIT`] of Lua memory and
-/// [`DEFAULT_STEP_TIME`] per step.
+/// Limits, per process: [`DEFAULT_MEMORY_LIMIT`] of Lua memory,
+/// [`DEFAULT_STEP_TIME`] per step, [`DEFAULT_VALUE_LIMIT`] per value that
+/// leaves the script and [`DEFAULT_SEND_QUEUE_LIMIT`] events in the queue
+/// of a process it sends to.
 ///
 /// ```
 /// use std::time::Duration;
@@ -141,6 +152,8 @@ pub struct Sandbox {
     modules: Vec<(String, Module)>,
     memory_limit: Option<usize>,
     step_time: Option<Duration>,
+    value_limit: Option<usize>,
+    send_queue_limit: Option<usize>,
 }
 
 impl Default for Sandbox {
@@ -150,6 +163,8 @@ impl Default for Sandbox {
             modules: Vec::new(),
             memory_limit: Some(DEFAULT_MEMORY_LIMIT),
             step_time: Some(DEFAULT_STEP_TIME),
+            value_limit: Some(DEFAULT_VALUE_LIMIT),
+            send_queue_limit: Some(DEFAULT_SEND_QUEUE_LIMIT),
         }
     }
 }
@@ -220,5 +235,51 @@ impl Sandbox {
     /// The time budget of each step (`None`: none).
     pub fn step_time(&self) -> Option<Duration> {
         self.step_time
+    }
+
+    /// Sets how many bytes a value leaving the script may count: the
+    /// argument of `send` and of `yield_cmd`, and the value the script
+    /// returns. These are copied out of the Lua state into the host (a
+    /// process's queue, a handler, the result), outside the memory limit.
+    /// A value counts its strings' bytes plus
+    /// [`VALUE_OVERHEAD`](crate::VALUE_OVERHEAD) bytes for each value in it
+    /// (each key and each value of a table, the table itself), as
+    /// [`Value::from_lua_limited`](crate::Value::from_lua_limited) counts
+    /// it while it converts, stopping at the limit. Past it, `send` and
+    /// `yield_cmd` raise an error at the script's line (which `pcall` can
+    /// catch) naming the limit, and a returned value fails the process with
+    /// that error. `None` for no limit.
+    #[must_use]
+    pub fn with_value_limit(mut self, bytes: Option<usize>) -> Self {
+        self.value_limit = bytes;
+        self
+    }
+
+    /// The value limit, in bytes (`None`: none).
+    pub fn value_limit(&self) -> Option<usize> {
+        self.value_limit
+    }
+
+    /// Sets how many events may wait in the queue of a process before
+    /// `send` refuses to add one: a `send` to a process that has `limit`
+    /// events or more queued (messages, completions) raises an error at
+    /// the script's line naming the receiver and the limit, which `pcall`
+    /// can catch, instead of growing the receiver's queue in the host.
+    /// The count is a snapshot ([`Handle::queued`](stepsched::Handle::queued)),
+    /// so processes sending at once may each add one past it. Looked at
+    /// only on `stepsched`'s scheduler, and for processes of its own node
+    /// (a message to another node goes to the link, which has flow control
+    /// of its own). A Lua receiver moves its queued messages into its own
+    /// state when it is stepped, where they count against its memory
+    /// limit. `None` for no limit.
+    #[must_use]
+    pub fn with_send_queue_limit(mut self, events: Option<usize>) -> Self {
+        self.send_queue_limit = events;
+        self
+    }
+
+    /// The send queue limit, in events (`None`: none).
+    pub fn send_queue_limit(&self) -> Option<usize> {
+        self.send_queue_limit
     }
 }
