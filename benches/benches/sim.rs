@@ -182,7 +182,9 @@ fn sim_fan_in() -> u64 {
 
 fn ping_pong(c: &mut Criterion) {
     let steps = sim_ping_pong(false);
-    assert_eq!(steps, 2 * u64::from(ROUND_TRIPS) + 2);
+    // The ponger's empty first step may come before or after the first
+    // ping, as the seed's schedule has it.
+    assert!(steps.abs_diff(2 * u64::from(ROUND_TRIPS) + 2) <= 1);
     let mut group = c.benchmark_group("sim_ping_pong");
     group.throughput(Throughput::Elements(steps));
     group.bench_function("sim", |b| {

@@ -318,10 +318,17 @@ impl Sleep {
         };
         // SeqCst: the sleeper's write of the Dekker pair; see the module docs.
         let prev = State(self.state.fetch_add(delta, Ordering::SeqCst));
+        // A searcher that leaves others searching skips the re-check (and
+        // its O(workers) sweep under the lock): a producer that saw it
+        // searching skipped its wake-up for the searchers, and the last of
+        // them re-checks here, or in `stop_searching`'s caller, after it.
+        // Everyone else re-checks: a worker that was not searching, and the
+        // last searcher.
+        let recheck = !searching || prev.searching() == 1;
         // SeqCst fence: orders the announcement above before the re-check
         // below, pairing with the producer's fence in `notify_one`.
         fence(Ordering::SeqCst);
-        if has_work() {
+        if recheck && has_work() {
             let me = sleepers.idle.pop();
             debug_assert_eq!(me, Some(index), "the sleeper list changed under its lock");
             // SeqCst: as above.
