@@ -3,7 +3,10 @@
 //! run). `sim_ping_pong`: two processes exchanging 10 000 round trips,
 //! each step answering with `Context::send`, with the trace off and on;
 //! `sim_fan_in`: 100 producers sending 100 messages each to one collector,
-//! one message per step, trace off.
+//! one message per step, trace off. The ping-pong again with the
+//! simulated network on and no faults: with no delay, and with a delay of
+//! 1 to 10 ms per message (every message then waits in flight and moves
+//! the clock), trace off and on.
 //!
 //! ```sh
 //! cargo run --release -p stepsched-sim --example throughput
@@ -13,7 +16,7 @@
 use std::time::{Duration, Instant};
 
 use stepsched_process::{Context, Error, Event, Events, Pid, Process, Status, StepOutput};
-use stepsched_sim::Sim;
+use stepsched_sim::{Network, Sim};
 
 const ROUND_TRIPS: u32 = 10_000;
 const PRODUCERS: u32 = 100;
@@ -104,9 +107,13 @@ impl Process for Bench {
     }
 }
 
-/// One ping-pong: the steps taken.
-fn ping_pong(trace: bool) -> u64 {
-    let sim: Sim<Bench> = Sim::builder().seed(1).trace(trace).build();
+/// One ping-pong, over `network` if given: the steps taken.
+fn ping_pong(trace: bool, network: Option<Network>) -> u64 {
+    let mut builder = Sim::builder().seed(1).trace(trace);
+    if let Some(network) = network {
+        builder = builder.network(network);
+    }
+    let sim: Sim<Bench> = builder.build();
     let (ping, pong) = (sim.allocate_pid(), sim.allocate_pid());
     let pong = sim
         .submit(pong, Bench::Ponger { steps: 0 }, "main", ())
@@ -178,7 +185,24 @@ fn main() {
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(300);
-    measure("ping-pong, trace off", || ping_pong(false), runs);
-    measure("ping-pong, trace on ", || ping_pong(true), runs);
+    measure("ping-pong, trace off", || ping_pong(false, None), runs);
+    measure("ping-pong, trace on ", || ping_pong(true, None), runs);
+    let delayed = Network::new().delay(Duration::from_millis(1), Duration::from_millis(10));
+    let plain = Some(Network::new());
+    measure(
+        "ping-pong, network (no delay), trace off",
+        || ping_pong(false, plain),
+        runs,
+    );
+    measure(
+        "ping-pong, network (1-10 ms), trace off",
+        || ping_pong(false, Some(delayed)),
+        runs,
+    );
+    measure(
+        "ping-pong, network (1-10 ms), trace on ",
+        || ping_pong(true, Some(delayed)),
+        runs,
+    );
     measure("fan-in,    trace off", fan_in, runs);
 }

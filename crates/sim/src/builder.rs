@@ -12,9 +12,10 @@ use stepsched_process::{Command, Error, Process};
 
 #[cfg(doc)]
 use crate::Report;
+use crate::net::NetState;
 use crate::rng::{self, SimRng};
-use crate::state::{Inner, Shared};
-use crate::{Completer, Faults, Sim};
+use crate::state::{CloneFn, Inner, Shared};
+use crate::{Completer, Faults, Network, Sim};
 
 /// A boxed handler.
 pub(crate) type HandlerFn<P> = Box<dyn Fn(<P as Process>::Command, Completer<P>)>;
@@ -26,6 +27,8 @@ pub(crate) type FactoryFn<P> = Box<dyn Fn() -> Result<P, Error>>;
 pub struct Builder<P: Process> {
     seed: u64,
     faults: Faults,
+    network: Option<Network>,
+    clone_message: Option<CloneFn<P>>,
     max_steps: u64,
     trace: bool,
     handlers: HashMap<String, HandlerFn<P>>,
@@ -41,6 +44,7 @@ impl<P: Process> fmt::Debug for Builder<P> {
         f.debug_struct("Builder")
             .field("seed", &self.seed)
             .field("faults", &self.faults)
+            .field("network", &self.network)
             .field("max_steps", &self.max_steps)
             .field("trace", &self.trace)
             .field("handlers", &names)
@@ -54,6 +58,8 @@ impl<P: Process> Default for Builder<P> {
         Builder {
             seed: 0,
             faults: Faults::default(),
+            network: None,
+            clone_message: None,
             max_steps: u64::MAX,
             trace: true,
             handlers: HashMap::new(),
@@ -87,6 +93,23 @@ where
     #[must_use]
     pub fn faults(mut self, faults: Faults) -> Self {
         self.faults = faults;
+        self
+    }
+
+    /// Sends every message through a simulated [`Network`]: a delay per
+    /// message, loss, duplication, reordering, random partitions (off by
+    /// default: a message is delivered at once). Messages must be
+    /// `Clone`, for the duplicates. Scripted partitions
+    /// ([`Sim::partition`], [`Sim::isolate`]) need no network: without
+    /// one, they drop what is sent across them and deliver the rest at
+    /// once.
+    #[must_use]
+    pub fn network(mut self, network: Network) -> Self
+    where
+        P::Message: Clone,
+    {
+        self.network = Some(network);
+        self.clone_message = Some(<P::Message as Clone>::clone);
         self
     }
 
@@ -140,6 +163,8 @@ where
             shared: Rc::new(Shared {
                 seed: self.seed,
                 faults: self.faults,
+                network: self.network,
+                clone_message: self.clone_message,
                 max_steps: self.max_steps,
                 tracing: self.trace,
                 handlers: self.handlers,
@@ -166,6 +191,7 @@ where
                     steps: 0,
                     batch: Vec::new(),
                     shutdown: None,
+                    net: NetState::default(),
                 }),
             }),
         }

@@ -6,6 +6,7 @@ use std::cmp::Reverse;
 use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::rc::Rc;
+use std::time::Duration;
 
 use stepsched_process::{
     CancelToken, Command, Context, Error, Event, Package, Pid, Process, SendError, Status,
@@ -20,6 +21,14 @@ use crate::state::{
     Entry, Ev, Inner, Origin, Outcome, ResultCell, Shared, caught, close, close_ref, quietly_drop,
 };
 use crate::trace::{describe, push_fault, push_number, stamp};
+
+/// The earlier of two times, either of which may be absent.
+pub(crate) fn earliest(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
 
 impl<P: Process + 'static> Shared<P>
 where
@@ -116,6 +125,9 @@ where
         package: Package<P::Message>,
     ) -> Result<(), SendError<P::Message>> {
         let mut inner = self.inner.borrow_mut();
+        if self.network.is_some() || inner.net.has_cuts() {
+            return self.send_over_net(&mut inner, package);
+        }
         let Package {
             from,
             to,
@@ -215,10 +227,12 @@ where
         }
     }
 
-    /// Moves the clock to the next timer and fires every timer due then.
+    /// Moves the clock to the next timer or message arrival and fires
+    /// every timer due then, then delivers every message due then.
     pub(crate) fn fire_timers(&self) {
         let mut inner = self.inner.borrow_mut();
-        let Some(&Reverse((at, _))) = inner.timers.peek() else {
+        let timer = inner.timers.peek().map(|&Reverse((at, _))| at);
+        let Some(at) = earliest(timer, inner.net.next_arrival()) else {
             return;
         };
         inner.now = inner.now.max(at);
@@ -240,8 +254,13 @@ where
                 dropped.push(event);
             }
         }
+        let mut messages = Vec::new();
+        if inner.net.in_flight() {
+            self.arrive(&mut inner, at, &mut messages);
+        }
         drop(inner);
         quietly_drop(dropped);
+        quietly_drop(messages);
     }
 
     /// Moves into `batch` the events `pid`'s next step takes: at most

@@ -190,6 +190,26 @@ const NAMES: [&str; KINDS] = [
     "handler",
 ];
 
+/// The names of the network's streams, one set per link (see
+/// [`link_stream`]).
+pub(crate) const NET_DELAY: &str = "net:delay";
+/// The loss fault's stream of a link.
+pub(crate) const NET_LOSS: &str = "net:loss";
+/// The duplication fault's stream of a link.
+pub(crate) const NET_DUPLICATE: &str = "net:duplicate";
+/// The random partition's stream of a link.
+pub(crate) const NET_PARTITION: &str = "net:partition";
+
+/// The stream named `name` of the link from `from` (`None`: the host) to
+/// `to`, in a run seeded with `seed`: each link's decisions are its own,
+/// so traffic on one link moves no draw of another.
+pub(crate) fn link_stream(seed: u64, name: &str, from: Option<Pid>, to: Pid) -> SimRng {
+    let from = from.map_or(0, |p| mix(u64::from(p.node()) ^ mix(p.number())) | 1);
+    let to = mix(u64::from(to.node()) ^ mix(to.number()));
+    let salt = mix(mix(from) ^ to.rotate_left(17));
+    SimRng::new(mix(SimRng::stream(seed, name).state ^ salt))
+}
+
 /// The streams of the whole simulation.
 pub(crate) const TERMINATE: &str = "fault:terminate";
 /// The shutdown fault's stream.

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use stepsched_process::{Command, Error, Event, Pid, Process};
 
+use crate::process::earliest;
 use crate::state::{Origin, Shared, Stopping, quietly_drop};
 #[cfg(doc)]
 use crate::{Builder, Faults, Sim};
@@ -128,11 +129,13 @@ where
         }
         inner.timers.clear();
         let timed = std::mem::take(&mut inner.timed);
+        let flights = inner.net.take_flights();
         let s = inner.shutdown.as_mut().expect("shutting down");
         s.finished = true;
         let report = s.report;
         drop(inner);
         quietly_drop(timed);
+        quietly_drop(flights);
         Some(report)
     }
 
@@ -169,7 +172,8 @@ where
                     shutdown = self.finish_shutdown().or(shutdown);
                     break;
                 }
-                step_limit_hit = !inner.ready.is_empty() || !inner.timers.is_empty();
+                step_limit_hit =
+                    !inner.ready.is_empty() || !inner.timers.is_empty() || inner.net.in_flight();
                 break;
             }
             if !inner.stopping() && inner.shutdown_rng.chance(self.faults.shutdown) {
@@ -210,7 +214,10 @@ where
                 shutdown = self.finish_shutdown();
                 continue;
             }
-            let next = inner.timers.peek().map(|Reverse((at, _))| *at);
+            let next = earliest(
+                inner.timers.peek().map(|Reverse((at, _))| *at),
+                inner.net.next_arrival(),
+            );
             let deadline = inner.shutting_down().map(|s| s.deadline);
             let limit = match (deadline, until) {
                 (Some(d), Some(u)) => Some(d.min(u)),

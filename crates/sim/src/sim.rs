@@ -9,11 +9,12 @@ use stepsched_process::{
     Command, Error, Package, Pid, Process, Reach, SendError, SubmitError, TerminateError,
 };
 
-#[cfg(doc)]
-use crate::Faults;
 use crate::join::JoinHandle;
+use crate::net::Side;
 use crate::state::{Outcome, Shared, close, quietly_drop};
 use crate::{Builder, Report, ShutdownReport, SimRng};
+#[cfg(doc)]
+use crate::{Faults, Network};
 #[cfg(doc)]
 use stepsched_process::CancelToken;
 
@@ -135,7 +136,9 @@ where
     }
 
     /// Sends `message` to process `pid`, from outside any process (its
-    /// step sees `from: None`).
+    /// step sees `from: None`). With a [`Network`] on, the message goes
+    /// over the link from the host (`host-><pid>` in the trace): it may
+    /// be delayed, lost or duplicated like any other.
     ///
     /// # Errors
     ///
@@ -144,6 +147,62 @@ where
     /// terminated), [`SendError::UnknownPid`] otherwise.
     pub fn send(&self, pid: Pid, message: P::Message) -> Result<(), SendError<P::Message>> {
         self.shared.deliver(Package::new(pid, "", message))
+    }
+
+    /// Cuts every link between the processes of `a` and those of `b`, both
+    /// ways, from virtual time `from` until `until` (then it heals): a
+    /// message sent across while the cut lasts is dropped, and so is one
+    /// that arrives while it lasts (in flight when it began). Works with
+    /// or without a [`Network`] ([`Builder::network`]); writes a trace
+    /// line (`net partition <0.1>,<0.2> | <0.3> from t=5000us heal
+    /// t=9000us`), and one per message it drops (`net drop <0.1>-><0.3>
+    /// #2 (partition)`).
+    ///
+    /// ```
+    /// # use stepsched_process::{Context, Error, Event, Events, Process, Status, StepOutput};
+    /// use std::time::Duration;
+    /// use stepsched_sim::Sim;
+    ///
+    /// /// Counts the messages it gets; done at the cancel of a shutdown.
+    /// struct Sink(u32);
+    /// impl Process for Sink {
+    /// #   type Input = (); type Message = u8; type Response = (); type Command = &'static str; type Output = u32;
+    /// #   fn init(&mut self, _: &Context<'_, Self>, _: &str, _: ()) -> Result<(), Error> { Ok(()) }
+    ///     fn step(&mut self, _: &mut Context<'_, Self>, events: Events<'_, u8, ()>, out: &mut StepOutput<&'static str, u32>) -> Result<(), Error> {
+    ///         for event in events {
+    ///             match event {
+    ///                 Event::Cancel => { out.set_status(Status::Done(self.0)); return Ok(()); }
+    ///                 _ => self.0 += 1,
+    ///             }
+    ///         }
+    ///         out.set_status(Status::Idle);
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let sim = Sim::<Sink>::builder().build();
+    /// let pid = sim.allocate_pid();
+    /// let join = sim.submit(pid, Sink(0), "main", ()).unwrap();
+    /// // The test (the host) is cut off from the sink for the first second.
+    /// sim.isolate(&[pid], Duration::ZERO, Duration::from_secs(1));
+    /// sim.send(pid, 1).unwrap(); // dropped
+    /// sim.run();
+    /// assert!(sim.trace_text().contains("net drop host-><0.1> #1 (partition)"));
+    /// sim.shutdown(Duration::from_secs(1));
+    /// assert_eq!(join.join(), Ok(0));
+    /// ```
+    pub fn partition(&self, a: &[Pid], b: &[Pid], from: Duration, until: Duration) {
+        self.shared
+            .add_cut(a.to_vec(), Side::Pids(b.to_vec()), from, until);
+    }
+
+    /// Cuts the processes of `group` off from every other end (every other
+    /// process, and the host: the test's [`send`](Self::send)s), both
+    /// ways, from `from` until `until`, as [`partition`](Self::partition)
+    /// does (its trace line ends its first side with `| rest`). Messages
+    /// within the group still flow.
+    pub fn isolate(&self, group: &[Pid], from: Duration, until: Duration) {
+        self.shared.add_cut(group.to_vec(), Side::Rest, from, until);
     }
 
     /// Ends process `pid` with [`Error::Terminated`]: at once, or, if it
@@ -248,7 +307,8 @@ where
         self.shared.inner.borrow().live.contains_key(&pid)
     }
 
-    /// The virtual time: zero at build, moved only by timers (and by
+    /// The virtual time: zero at build, moved only by timers and message
+    /// arrivals (and by
     /// deadlines: a shutdown's, a [`JoinHandle::join_timeout`]'s).
     #[must_use]
     pub fn now(&self) -> Duration {
@@ -282,12 +342,13 @@ impl<P: Process> Drop for Sim<P> {
     /// [`Error::Cancelled`]; their queued events and pending timers are
     /// dropped.
     fn drop(&mut self) {
-        let (live, timed) = {
+        let (live, timed, flights) = {
             let mut inner = self.shared.inner.borrow_mut();
             inner.timers.clear();
             (
                 std::mem::take(&mut inner.live),
                 std::mem::take(&mut inner.timed),
+                inner.net.take_flights(),
             )
         };
         for (_, mut entry) in live {
@@ -299,6 +360,7 @@ impl<P: Process> Drop for Sim<P> {
             quietly_drop(entry);
         }
         quietly_drop(timed);
+        quietly_drop(flights);
     }
 }
 

@@ -12,8 +12,9 @@ use std::time::Duration;
 use stepsched_process::{CancelToken, Error, Event, Pid, Process, Tag};
 
 use crate::builder::{FactoryFn, HandlerFn};
+use crate::net::NetState;
 use crate::rng::{SimRng, Streams};
-use crate::{Faults, ShutdownReport};
+use crate::{Faults, Network, ShutdownReport};
 
 /// Where a queued event came from, for the per-sender order.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -31,6 +32,9 @@ pub(crate) enum Origin {
 /// A completion waiting for its virtual time: to which process (PID and
 /// serial), which yield, what.
 pub(crate) type Timed<P> = (Pid, u64, Tag, Result<<P as Process>::Response, Error>);
+
+/// Clones a message of `P` (for the network's duplicates).
+pub(crate) type CloneFn<P> = fn(&<P as Process>::Message) -> <P as Process>::Message;
 
 /// The event type of `P`.
 pub(crate) type Ev<P> = Event<<P as Process>::Message, <P as Process>::Response>;
@@ -136,6 +140,8 @@ pub(crate) struct Inner<P: Process> {
     /// The events of the step being taken (a buffer reused by every step).
     pub(crate) batch: Vec<Ev<P>>,
     pub(crate) shutdown: Option<Stopping>,
+    /// The network: its links, the messages in flight, the partitions.
+    pub(crate) net: NetState<P::Message>,
 }
 
 impl<P: Process> Inner<P> {
@@ -245,6 +251,11 @@ impl<P: Process> Inner<P> {
 pub(crate) struct Shared<P: Process> {
     pub(crate) seed: u64,
     pub(crate) faults: Faults,
+    /// The network, if on.
+    pub(crate) network: Option<Network>,
+    /// Clones a message, for the network's duplicates (set with the
+    /// network).
+    pub(crate) clone_message: Option<CloneFn<P>>,
     pub(crate) max_steps: u64,
     pub(crate) tracing: bool,
     pub(crate) handlers: HashMap<String, HandlerFn<P>>,
