@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use stepsched_process::{Context, Error, Event, Events, Pid, Process, Status, StepOutput};
-use stepsched_sim::{Builder, Faults, Sim};
+use stepsched_sim::{Builder, Faults, Network, Sim};
 
 /// The processes of these tests, one type.
 enum Node {
@@ -287,4 +287,125 @@ fn an_idle_process_does_not_change_the_others_schedule() {
         "an idle process changed the others' schedule on {} of 40 seeds: {changed:?}",
         changed.len()
     );
+}
+
+/// A network with a delay and every network fault at a moderate
+/// probability.
+fn every_net_fault() -> Network {
+    Network::new()
+        .delay(Duration::ZERO, Duration::from_millis(2))
+        .loss(0.05)
+        .duplicate(0.05)
+        .partitions(0.03, Duration::from_millis(1), Duration::from_millis(4))
+}
+
+/// Where one network fault's probability is, in a `Network`.
+type NetKnob = fn(&mut Network) -> &mut f64;
+
+/// Each network fault's probability, by name.
+fn net_knobs() -> Vec<(&'static str, NetKnob)> {
+    vec![
+        ("loss", |n| &mut n.loss),
+        ("duplicate", |n| &mut n.duplicate),
+        ("partition", |n| &mut n.partition),
+    ]
+}
+
+fn run_on(seed: u64, faults: Faults, network: Network) -> Vec<String> {
+    workload(
+        Sim::builder().seed(seed).faults(faults).network(network),
+        false,
+    )
+}
+
+#[test]
+fn a_network_fault_that_never_fires_changes_nothing_else() {
+    // With every other fault on: 25 seeds for each of the 3 network
+    // faults, and for each of the 8 other faults with the network on.
+    let mut changed = Vec::new();
+    for (name, knob) in net_knobs() {
+        for seed in 0..25 {
+            let mut off = every_net_fault();
+            *knob(&mut off) = 0.0;
+            let mut tiny = off;
+            *knob(&mut tiny) = 1e-12;
+            if run_on(seed, every_fault(), off) != run_on(seed, every_fault(), tiny) {
+                changed.push(format!("net {name} seed {seed}"));
+            }
+        }
+    }
+    for (name, knob) in knobs() {
+        for seed in 0..25 {
+            let mut off = every_fault();
+            *knob(&mut off) = 0.0;
+            let mut tiny = off;
+            *knob(&mut tiny) = 1e-12;
+            if run_on(seed, off, every_net_fault()) != run_on(seed, tiny, every_net_fault()) {
+                changed.push(format!("{name} (network on) seed {seed}"));
+            }
+        }
+    }
+    assert!(
+        changed.is_empty(),
+        "{} of 275 traces changed when a fault went from 0 to 1e-12: {changed:?}",
+        changed.len()
+    );
+}
+
+#[test]
+fn every_network_fault_fires_on_some_seed_of_the_comparison() {
+    let marks = [
+        "net delay",
+        "net drop",
+        "(partition)",
+        "net dup",
+        "net partition",
+    ];
+    let mut seen = [false; 5];
+    for seed in 0..25 {
+        let trace = run_on(seed, every_fault(), every_net_fault()).join("\n");
+        for (i, mark) in marks.iter().enumerate() {
+            seen[i] |= trace.contains(mark);
+        }
+    }
+    let missing: Vec<_> = marks.iter().zip(&seen).filter(|(_, s)| !**s).collect();
+    assert!(missing.is_empty(), "never fired: {missing:?}");
+}
+
+#[test]
+fn a_network_with_no_delay_and_no_faults_changes_nothing() {
+    // Every other fault on: the network's own streams move none of them.
+    for seed in 0..25 {
+        assert_eq!(
+            run_with(seed, every_fault()),
+            run_on(seed, every_fault(), Network::new()),
+            "seed {seed}"
+        );
+    }
+    let without = run_on(3, Faults::default(), Network::new());
+    assert!(!without.iter().any(|line| line.contains(" net ")));
+}
+
+#[test]
+fn an_idle_process_does_not_change_the_others_schedule_over_the_network() {
+    let faults = Faults {
+        terminate: 0.0,
+        shutdown: 0.0,
+        ..every_fault()
+    };
+    let mut changed = Vec::new();
+    for seed in 0..40 {
+        let on = || {
+            Sim::builder()
+                .seed(seed)
+                .faults(faults)
+                .network(every_net_fault())
+        };
+        let alone = workload(on(), false);
+        let with = workload(on(), true);
+        if alone != without(with, "<0.5>") {
+            changed.push(seed);
+        }
+    }
+    assert!(changed.is_empty(), "changed on seeds {changed:?}");
 }
