@@ -34,6 +34,20 @@
 //!   an `Idle` or `Yield` process waits for an event. [`Context::upgrade`]
 //!   and [`Context::upgrade_from`] (with a factory registered by
 //!   [`Builder::factory`]) replace the process under its PID.
+//! - **The network** ([`Network`], turned on by [`Builder::network`]; off
+//!   by default, when a send is delivered at once). Every send goes
+//!   through it ([`Context::send`] from a step, [`Sim::send`] from the
+//!   test): a delay per message drawn from a range (zero by default),
+//!   loss, duplication, reordering on a link as independent delays make
+//!   it ([`Network::fifo`] keeps each link in order; off by default), and
+//!   partitions, random ([`Network::partitions`]) or scripted
+//!   ([`Sim::partition`], [`Sim::isolate`], which also work without a
+//!   network). With no delay and no faults it changes nothing, byte for
+//!   byte. Each network event writes a trace line (`net delay
+//!   <0.1>-><0.2> #3 +1500us`, `net drop ... #3`, `net drop ... #3
+//!   (partition)`, `net dup ... #3`, `net partition <0.1> | <0.2> from
+//!   t=2000us heal t=9000us`), just before the line of the step that sent
+//!   the message (or at the time a message in flight is dropped).
 //! - **Shutdown.** [`Sim::shutdown`] does what the scheduler's does: new
 //!   submits are refused with [`SubmitError::Stopping`], every live process
 //!   gets its [`CancelToken`] cancelled and a cancel event, and those still
@@ -48,12 +62,14 @@
 //! sources of processes ([`SimContextExt`]) and handlers
 //! ([`Completer::rng`]), and the test's own ([`Sim::rng`]). The schedule and
 //! the faults that concern one process (delay, reorder, short batch, the
-//! handler faults) have one stream per process, seeded also from its PID.
-//! So:
+//! handler faults) have one stream per process, seeded also from its PID;
+//! the network's decisions (delay, loss, duplicate, partition) one stream
+//! per link, seeded also from both ends' PIDs. So:
 //!
 //! - turning one fault off, or setting it so low that it never fires,
 //!   changes no other decision: the trace of a seed stays the same, byte
-//!   for byte;
+//!   for byte; the same for each of the network's faults, and a network
+//!   with no delay and no faults is the same as none;
 //! - a process that does nothing (an idle one, whose PID is allocated
 //!   after the others', so that theirs stay the same: streams follow
 //!   PIDs) changes no other process's schedule: each ready process gets a
@@ -102,6 +118,9 @@
 //!   live, without stepping them again, and their results become
 //!   [`Error::Cancelled`] (the scheduler's drop runs a short shutdown).
 //! - Processes, their value types and handlers need not be `Send`.
+//! - Messages between processes of one scheduler are not lost, delayed or
+//!   reordered per sender; the [`Network`] simulates what lies between
+//!   nodes (or a misbehaving transport), and is off unless asked for.
 //!
 //! # Commands
 //!
