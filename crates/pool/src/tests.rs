@@ -313,11 +313,7 @@ fn push_next_wakes_a_watcher_when_nobody_watches() {
     if parked.is_err() {
         shared.sleep.terminate();
     }
-    assert_eq!(
-        parked,
-        Ok(Parked::Woken),
-        "the sleeper was woken to watch"
-    );
+    assert_eq!(parked, Ok(Parked::Woken), "the sleeper was woken to watch");
     assert_eq!(shared.sleep.sleeping(), 0);
     assert_eq!(ctx.drain_local(), [1], "the item stays the owner's");
 }

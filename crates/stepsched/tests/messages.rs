@@ -337,7 +337,11 @@ fn queued_counts_the_events_a_process_has_not_taken() {
     for i in 0..5 {
         s.send(id, i).unwrap();
     }
-    assert_eq!(h.queued(id), Some(5), "five messages wait for the next step");
+    assert_eq!(
+        h.queued(id),
+        Some(5),
+        "five messages wait for the next step"
+    );
     release_tx.send(()).unwrap();
     assert_eq!(join(joined), Ok(5));
     assert_eq!(h.queued(id), None, "the result is published: no process");
