@@ -184,6 +184,8 @@ where
                     current: None,
                     timers: BinaryHeap::new(),
                     timed: HashMap::new(),
+                    alarms: HashMap::new(),
+                    alarm_count: 0,
                     results: BTreeMap::new(),
                     initializing: Vec::new(),
                     trace: String::new(),

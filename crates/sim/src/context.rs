@@ -5,8 +5,8 @@ use stepsched_process::{Command, Context, Pid, Process};
 
 use crate::SimRng;
 use crate::rng::Kind;
-use crate::sim::ReachOf;
-use crate::state::Inner;
+use crate::state::{Inner, Shared};
+use crate::time::HostTime;
 
 /// The simulator's extension of a process's [`Context`]: a random source
 /// drawn from the process's own stream, seeded from the run's seed and
@@ -61,8 +61,8 @@ where
     P::Command: Command,
 {
     fn with_rng<R>(&self, f: impl FnOnce(&mut SimRng) -> R) -> Option<R> {
-        let reach = self.reach().as_any()?.downcast_ref::<ReachOf<P>>()?;
-        let shared = &reach.0;
+        let host = self.reach().as_any()?.downcast_ref::<HostTime>()?;
+        let shared = host.0.downcast_ref::<Shared<P>>()?;
         let pid = self.pid();
         let mut rng = {
             let mut inner = shared.inner.try_borrow_mut().ok()?;

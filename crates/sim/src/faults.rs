@@ -17,7 +17,7 @@ use crate::{Completer, Sim};
 /// to the trace (`fault delay c3 +2ms`, `fault reorder 4 events`, `fault
 /// short-batch 2 of 5`, `fault handler-error ask#1`, `fault handler-panic
 /// ask#1`, `fault never-complete ask#1`, `terminated (fault)`, `shutdown
-/// (fault)`).
+/// (fault)`, `fault clock-skew +1234us`).
 ///
 /// ```
 /// use stepsched_sim::Faults;
@@ -63,6 +63,51 @@ pub struct Faults {
     /// The deadline of a shutdown begun by the [`shutdown`](Self::shutdown)
     /// fault.
     pub shutdown_deadline: Duration,
+    /// The largest clock skew (zero by default: off). Each process's clock
+    /// — what `stepsched`'s `ContextExt::now` reads — runs ahead of
+    /// virtual time by an offset drawn once, when it is submitted, from 0
+    /// to `clock_skew` (whole microseconds), from a stream of its own
+    /// (`fault:clock-skew`): any two processes' clocks differ by at most
+    /// `clock_skew` (plus their drifts). Trace line, once per process:
+    /// `fault clock-skew +1234us`. Timers ([`ContextExt::after`]) count
+    /// virtual time, unskewed.
+    ///
+    /// [`ContextExt::after`]: https://docs.rs/stepsched
+    pub clock_skew: Duration,
+    /// The largest clock drift, as a rate (zero by default: off; `1e-3`
+    /// is 1 ms per second). Each process's clock runs at `1 + r` times
+    /// virtual time, `r` drawn once from `-clock_drift` to `clock_drift`
+    /// (whole parts per billion, at most `0.5`), from the same stream as
+    /// its skew, after it. The trace line of the skew then ends
+    /// ` drift -1500ppb`.
+    pub clock_drift: f64,
+}
+
+impl Faults {
+    /// These faults with clock skew up to `max` (see
+    /// [`clock_skew`](Self::clock_skew)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stepsched_sim::Faults;
+    ///
+    /// let faults = Faults::default().clock_skew(Duration::from_millis(5));
+    /// assert_eq!(faults.clock_skew, Duration::from_millis(5));
+    /// assert_eq!(Faults::default().clock_skew, Duration::ZERO);
+    /// ```
+    #[must_use]
+    pub fn clock_skew(mut self, max: Duration) -> Self {
+        self.clock_skew = max;
+        self
+    }
+
+    /// These faults with clock drift up to `max` as a rate (see
+    /// [`clock_drift`](Self::clock_drift)).
+    #[must_use]
+    pub fn clock_drift(mut self, max: f64) -> Self {
+        self.clock_drift = max;
+        self
+    }
 }
 
 impl Default for Faults {
@@ -78,6 +123,8 @@ impl Default for Faults {
             never_complete: 0.0,
             shutdown: 0.0,
             shutdown_deadline: Duration::from_millis(10),
+            clock_skew: Duration::ZERO,
+            clock_drift: 0.0,
         }
     }
 }

@@ -186,6 +186,7 @@ mod sim;
 mod state;
 #[cfg(feature = "proptest")]
 pub mod strategy;
+mod time;
 mod trace;
 
 pub use builder::Builder;

@@ -45,14 +45,15 @@ where
             return Err(SubmitError::Stopping(process));
         }
         let cancel = Rc::new(CancelToken::new());
-        let reach = ReachOf(Rc::clone(self));
+        let reach = ReachOf::new(self);
         let ctx = Context::new(pid, &cancel, &reach);
         {
             // Its streams, reachable from its `init` (for its random
             // numbers) before it is live.
             let mut inner = self.inner.borrow_mut();
             let incarnation = inner.results.get(&pid).map_or(0, |(_, n)| *n);
-            let streams = Streams::new(self.seed, pid, incarnation);
+            let mut streams = Streams::new(self.seed, pid, incarnation);
+            self.draw_clock(&mut inner, pid, &mut streams);
             inner.initializing.push((pid, streams));
         }
         let initialized = caught(|| process.init(&ctx, method, input));
@@ -237,13 +238,22 @@ where
         };
         inner.now = inner.now.max(at);
         let mut dropped = Vec::new();
+        let mut messages = Vec::new();
         while let Some(&Reverse((t, seq))) = inner.timers.peek() {
             if t > at {
                 break;
             }
             inner.timers.pop();
-            let (pid, serial, tag, result) =
-                inner.timed.remove(&seq).expect("every timer has a payload");
+            let Some((pid, serial, tag, result)) = inner.timed.remove(&seq) else {
+                let alarm = inner
+                    .alarms
+                    .remove(&seq)
+                    .expect("every timer has a payload");
+                if let Err(message) = self.ring(&mut inner, alarm) {
+                    messages.push(message);
+                }
+                continue;
+            };
             if !inner.reachable(pid, serial) {
                 dropped.push(Event::completion(tag, result));
                 continue;
@@ -254,7 +264,6 @@ where
                 dropped.push(event);
             }
         }
-        let mut messages = Vec::new();
         if inner.net.in_flight() {
             self.arrive(&mut inner, at, &mut messages);
         }
@@ -356,7 +365,7 @@ where
             }
             line.push(']');
         }
-        let reach = ReachOf(Rc::clone(self));
+        let reach = ReachOf::new(self);
         let mut out = StepOutput::new();
         let mut cx = Context::new(pid, &cancel, &reach);
         let stepped = caught(|| process.step(&mut cx, batch.drain(..), &mut out));

@@ -172,10 +172,12 @@ pub(crate) enum Kind {
     Process,
     /// Its handlers' random numbers.
     Handler,
+    /// The clock-skew fault: its clock's offset and drift, drawn once.
+    Clock,
 }
 
 /// The number of per-process kinds.
-const KINDS: usize = 9;
+const KINDS: usize = 10;
 
 /// The names the per-process streams are seeded from, by [`Kind`].
 const NAMES: [&str; KINDS] = [
@@ -188,6 +190,7 @@ const NAMES: [&str; KINDS] = [
     "fault:never-complete",
     "process",
     "handler",
+    "fault:clock-skew",
 ];
 
 /// The names of the network's streams, one set per link (see
@@ -215,21 +218,45 @@ pub(crate) const TERMINATE: &str = "fault:terminate";
 /// The shutdown fault's stream.
 pub(crate) const SHUTDOWN: &str = "fault:shutdown";
 
-/// One process's streams, one per [`Kind`].
-pub(crate) struct Streams([SimRng; KINDS]);
+/// One process's streams, one per [`Kind`]; and its clock, drawn from
+/// one of them.
+pub(crate) struct Streams {
+    rngs: [SimRng; KINDS],
+    /// The offset of its clock from virtual time (the clock-skew fault).
+    pub(crate) skew: Duration,
+    /// The drift of its clock, in parts per billion of virtual time.
+    pub(crate) drift_ppb: i64,
+}
 
 impl Streams {
     /// The streams of the process that is the `incarnation`-th (from 0) to
     /// run under `pid`, in a run seeded with `seed`.
     pub(crate) fn new(seed: u64, pid: Pid, incarnation: u64) -> Self {
         let salt = mix(mix(u64::from(pid.node()) ^ mix(pid.number())) ^ incarnation);
-        Streams(NAMES.map(|name| SimRng::new(mix(SimRng::stream(seed, name).state ^ salt))))
+        Streams {
+            rngs: NAMES.map(|name| SimRng::new(mix(SimRng::stream(seed, name).state ^ salt))),
+            skew: Duration::ZERO,
+            drift_ppb: 0,
+        }
     }
 
     /// The stream of `kind`.
     #[inline]
     pub(crate) fn get(&mut self, kind: Kind) -> &mut SimRng {
-        &mut self.0[kind as usize]
+        &mut self.rngs[kind as usize]
+    }
+
+    /// The process's clock at virtual time `now`: `now` plus its skew,
+    /// plus its drift (`now` times the drift rate, rounded down): never
+    /// below zero, and never going backwards as `now` advances.
+    pub(crate) fn clock(&self, now: Duration) -> Duration {
+        if self.drift_ppb == 0 {
+            return now + self.skew;
+        }
+        let ns = now.as_nanos() as i128;
+        let drifted = ns * (1_000_000_000 + i128::from(self.drift_ppb)) / 1_000_000_000;
+        let total = u128::try_from(drifted.max(0)).unwrap_or(0) + self.skew.as_nanos();
+        Duration::from_nanos(u64::try_from(total).unwrap_or(u64::MAX))
     }
 
     /// The key of the process in the ready queue, which steps the process

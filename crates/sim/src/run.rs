@@ -129,12 +129,14 @@ where
         }
         inner.timers.clear();
         let timed = std::mem::take(&mut inner.timed);
+        let alarms = std::mem::take(&mut inner.alarms);
         let flights = inner.net.take_flights();
         let s = inner.shutdown.as_mut().expect("shutting down");
         s.finished = true;
         let report = s.report;
         drop(inner);
         quietly_drop(timed);
+        quietly_drop(alarms);
         quietly_drop(flights);
         Some(report)
     }

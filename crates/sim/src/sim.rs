@@ -18,29 +18,51 @@ use crate::{Faults, Network};
 #[cfg(doc)]
 use stepsched_process::CancelToken;
 
-/// The [`Reach`] handed to the contexts of steps and inits.
-pub(crate) struct ReachOf<P: Process>(pub(crate) Rc<Shared<P>>);
+use crate::time::{self, HostTime};
+
+/// The [`Reach`] handed to the contexts of steps and inits: the
+/// simulator, and its [`HostTime`] (what `as_any` answers).
+pub(crate) struct ReachOf<P: Process> {
+    shared: Rc<Shared<P>>,
+    pub(crate) host: HostTime,
+}
+
+impl<P: Process + 'static> ReachOf<P>
+where
+    P::Command: Command,
+{
+    pub(crate) fn new(shared: &Rc<Shared<P>>) -> Self {
+        ReachOf {
+            shared: Rc::clone(shared),
+            host: time::host_time(shared),
+        }
+    }
+}
 
 impl<P: Process + 'static> Reach<P> for ReachOf<P>
 where
     P::Command: Command,
 {
     fn send(&self, package: Package<P::Message>) -> Result<(), SendError<P::Message>> {
-        self.0.deliver(package)
+        self.shared.deliver(package)
     }
 
     fn spawn(&self, child: P, method: &str, input: P::Input) -> Result<Pid, SubmitError<P>> {
-        let pid = self.0.allocate_pid();
-        self.0.submit(pid, child, method, input).map(|h| h.pid())
+        let pid = self.shared.allocate_pid();
+        self.shared
+            .submit(pid, child, method, input)
+            .map(|h| h.pid())
     }
 
     fn terminate(&self, pid: Pid) -> Result<(), TerminateError> {
-        self.0.terminate(pid, "requested")
+        self.shared.terminate(pid, "requested")
     }
 
-    /// The simulator behind a context, for [`SimContextExt`](crate::SimContextExt).
+    /// The simulator behind a context, as a [`HostTime`]: the clock and
+    /// timers of `stepsched`'s `ContextExt::now` and `ContextExt::after`,
+    /// and (its state) what [`SimContextExt`](crate::SimContextExt) reaches.
     fn as_any(&self) -> Option<&dyn std::any::Any> {
-        Some(self)
+        Some(&self.host)
     }
 }
 
@@ -342,12 +364,13 @@ impl<P: Process> Drop for Sim<P> {
     /// [`Error::Cancelled`]; their queued events and pending timers are
     /// dropped.
     fn drop(&mut self) {
-        let (live, timed, flights) = {
+        let (live, timed, alarms, flights) = {
             let mut inner = self.shared.inner.borrow_mut();
             inner.timers.clear();
             (
                 std::mem::take(&mut inner.live),
                 std::mem::take(&mut inner.timed),
+                std::mem::take(&mut inner.alarms),
                 inner.net.take_flights(),
             )
         };
@@ -360,6 +383,7 @@ impl<P: Process> Drop for Sim<P> {
             quietly_drop(entry);
         }
         quietly_drop(timed);
+        quietly_drop(alarms);
         quietly_drop(flights);
     }
 }

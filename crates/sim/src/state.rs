@@ -33,6 +33,10 @@ pub(crate) enum Origin {
 /// serial), which yield, what.
 pub(crate) type Timed<P> = (Pid, u64, Tag, Result<<P as Process>::Response, Error>);
 
+/// A process's timer waiting for its virtual time: to which process (PID
+/// and serial), its number, the message it delivers.
+pub(crate) type Alarm<P> = (Pid, u64, u64, <P as Process>::Message);
+
 /// Clones a message of `P` (for the network's duplicates).
 pub(crate) type CloneFn<P> = fn(&<P as Process>::Message) -> <P as Process>::Message;
 
@@ -126,6 +130,12 @@ pub(crate) struct Inner<P: Process> {
     pub(crate) current: Option<Ready>,
     pub(crate) timers: BinaryHeap<Reverse<(Duration, u64)>>,
     pub(crate) timed: HashMap<u64, Timed<P>>,
+    /// The processes' own timers ([`ContextExt::after`](https://docs.rs/stepsched)),
+    /// by their sequence number in `timers`: to whom (PID, serial), which
+    /// timer (its number in the trace), what.
+    pub(crate) alarms: HashMap<u64, Alarm<P>>,
+    /// How many process timers were set (their numbers in the trace).
+    pub(crate) alarm_count: u64,
     /// The result cell of the latest process of each PID submitted here,
     /// and how many processes were submitted under it.
     pub(crate) results: BTreeMap<Pid, (ResultCell<P>, u64)>,

@@ -72,7 +72,8 @@ fn duration(max: Duration) -> BoxedStrategy<Duration> {
     (1..=max).prop_map(Duration::from_millis).boxed()
 }
 
-/// Fault settings up to `max`: each probability of `max` bounds the
+/// Fault settings up to `max` (its clock skew and drift are taken as they
+/// are, not drawn): each probability of `max` bounds the
 /// drawn one (0 keeps that fault off), and `max_delay` and
 /// `shutdown_deadline` bound the drawn ones (from 1 ms).
 pub fn faults(max: Faults) -> impl Strategy<Value = Faults> {
@@ -93,7 +94,7 @@ pub fn faults(max: Faults) -> impl Strategy<Value = Faults> {
         ),
     )
         .prop_map(
-            |(
+            move |(
                 (delay, max_delay, reorder, short_batch, terminate),
                 (handler_error, handler_panic, never_complete, shutdown, shutdown_deadline),
             )| Faults {
@@ -107,6 +108,7 @@ pub fn faults(max: Faults) -> impl Strategy<Value = Faults> {
                 never_complete,
                 shutdown,
                 shutdown_deadline,
+                ..max
             },
         )
 }

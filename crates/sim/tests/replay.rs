@@ -134,6 +134,34 @@ fn every_fault() -> Faults {
         never_complete: 0.02,
         shutdown: 0.002,
         shutdown_deadline: Duration::from_millis(5),
+        ..Faults::default()
+    }
+}
+
+#[test]
+fn clock_skew_changes_nothing_but_its_own_lines() {
+    // The skew (and drift) of each process's clock draws from a stream of
+    // its own: with every other fault on, turning it on adds one line per
+    // process and moves no other decision (these processes never read
+    // their clocks). Drawn from the schedule's stream, it would.
+    for seed in 0..25 {
+        let off = run_with(seed, every_fault());
+        let skewed = every_fault()
+            .clock_skew(Duration::from_millis(5))
+            .clock_drift(1e-3);
+        let on = run_with(seed, skewed);
+        let lines = on
+            .iter()
+            .filter(|l| l.contains(" fault clock-skew +"))
+            .count();
+        assert_eq!(lines, 4, "one line per process, seed {seed}");
+        let rest: Vec<String> = on
+            .into_iter()
+            .filter(|l| !l.contains(" fault clock-skew +"))
+            .collect();
+        assert_eq!(off, rest, "seed {seed}");
+        // Off is off: no line, the trace of the default.
+        assert!(!off.iter().any(|l| l.contains("clock-skew")));
     }
 }
 

@@ -1,9 +1,17 @@
 //! [`ContextExt`]: what a step reaches of this scheduler through its
-//! context beyond `send`, `spawn` and `terminate`.
+//! context beyond `send`, `spawn` and `terminate`; and time: a clock
+//! ([`ContextExt::now`]) and timers ([`ContextExt::after`]) that are real
+//! under this scheduler and virtual under a simulator ([`HostTime`]).
 
-use std::time::Duration;
+use std::any::Any;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::rc::Rc;
+use std::sync::OnceLock;
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::time::{Duration, Instant};
 
-use stepsched_process::{Context, Pid, SubmitError};
+use stepsched_process::{Context, Package, Pid, SendError, SubmitError};
 
 use crate::SchedProcess;
 use crate::address::Address;
@@ -115,6 +123,152 @@ pub trait ContextExt<P: SchedProcess> {
     /// hold its worker until the deadline). `None` on a context that is not
     /// this scheduler's.
     fn begin_shutdown(&self, deadline: Duration) -> Option<Shutdown>;
+
+    /// The time now, by this process's clock, as a [`Duration`] since its
+    /// host's epoch: readings of one process never go backwards, so they
+    /// compare and subtract (`cx.now() - start` is the time elapsed, as
+    /// this process's clock measures it). A `Duration` rather than an
+    /// [`Instant`]: a simulator makes up its readings, and an `Instant`
+    /// cannot be made up.
+    ///
+    /// - Under this scheduler (and on any context with no simulator
+    ///   behind it, [`Context::detached`] included): real, monotonic time
+    ///   ([`Instant`]) since an epoch shared by the whole program (its
+    ///   first reading), so readings of different processes compare too.
+    /// - Under a simulator that offers [`HostTime`] (`stepsched-sim`
+    ///   does): virtual time — the simulator's clock, which only moves
+    ///   when nothing can run — as this process's clock reads it, offset
+    ///   (and drifting) by the clock-skew fault of the simulator if it is
+    ///   on. Two processes' readings then differ by their skews: compare
+    ///   readings of one clock, never across processes.
+    ///
+    /// Works in `init` and in `step`.
+    ///
+    /// ```
+    /// use stepsched::{CancelToken, Context, ContextExt, Error, Events, Pid, Process, StepOutput};
+    /// # struct Nop;
+    /// # impl Process for Nop {
+    /// #     type Input = (); type Message = (); type Response = (); type Command = String; type Output = ();
+    /// #     fn init(&mut self, _: &Context<'_, Self>, _: &str, _: ()) -> Result<(), Error> { Ok(()) }
+    /// #     fn step(&mut self, _: &mut Context<'_, Self>, _: Events<'_, ()>, _: &mut StepOutput<String, ()>) -> Result<(), Error> { Ok(()) }
+    /// # }
+    ///
+    /// let cancel = CancelToken::new();
+    /// let cx: Context<'_, Nop> = Context::detached(Pid::new(0, 1), &cancel);
+    /// let a = cx.now();
+    /// let b = cx.now();
+    /// assert!(b >= a); // monotonic
+    /// ```
+    fn now(&self) -> Duration;
+
+    /// Asks for `message` to be delivered to this process after `delay`
+    /// (at least), as a message event from itself
+    /// ([`Event::sender`](stepsched_process::Event::sender) is this
+    /// process's PID): a timer a step waits on by going `Idle`.
+    ///
+    /// - Under this scheduler: real time, from one timer thread shared by
+    ///   the whole program (started by the first call, idle while no timer
+    ///   is pending). The message goes through the process's
+    ///   [`Address`]; if the process has ended by then (or the scheduler
+    ///   has shut down) it reaches nothing and is dropped. A pending timer
+    ///   keeps the scheduler's shared state alive until it fires.
+    /// - Under a simulator that offers [`HostTime`] (`stepsched-sim`):
+    ///   virtual time, on the simulator's timer queue (not through its
+    ///   simulated network: a timer is local), written to its trace.
+    ///
+    /// # Errors
+    ///
+    /// The message is handed back ([`SendError::UnknownPid`]) on a context
+    /// with neither behind it ([`Context::detached`]), and
+    /// ([`SendError::Closed`]) when the host refuses the timer.
+    fn after(&self, delay: Duration, message: P::Message) -> Result<(), SendError<P::Message>>;
+}
+
+/// The protocol by which a host that is not this scheduler — a simulator,
+/// such as `stepsched-sim`'s — gives [`ContextExt::now`] and
+/// [`ContextExt::after`] their meaning under it: its
+/// [`Reach::as_any`](stepsched_process::Reach::as_any) returns a
+/// `&HostTime`. It is made of `std` types only (and [`Pid`]), because the
+/// simulator does not depend on this crate (nor this crate on it):
+///
+/// - `.0`, the host's state, handed to the two functions;
+/// - `.1(state, pid)`: the time now by process `pid`'s clock (what
+///   [`now`](ContextExt::now) returns);
+/// - `.2(state, pid, delay, message)`: delivers `message` (a boxed
+///   `P::Message`) to `pid`, from itself, after `delay`; `Err` hands the
+///   message back when the host refuses.
+///
+/// Processes never use it; a host implements it.
+pub type HostTime = (
+    Rc<dyn Any>,
+    fn(&dyn Any, Pid) -> Duration,
+    fn(&dyn Any, Pid, Duration, Box<dyn Any>) -> Result<(), Box<dyn Any>>,
+);
+
+/// The [`HostTime`] behind `cx`, if its host offers one.
+fn host_time<'a, P: SchedProcess>(cx: &Context<'a, P>) -> Option<&'a HostTime> {
+    cx.reach().as_any()?.downcast_ref::<HostTime>()
+}
+
+/// The real clock's epoch: the program's first reading.
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+/// A job of the timer thread: when, its order among jobs due at once, what.
+type Job = (Instant, Box<dyn FnOnce() + Send>);
+
+/// The program's timer thread, started by the first timer: runs each job
+/// at its time (in the order they were asked for, among those due at
+/// once).
+fn timers() -> &'static Sender<Job> {
+    static TIMERS: OnceLock<Sender<Job>> = OnceLock::new();
+    TIMERS.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<Job>();
+        let spawned = std::thread::Builder::new()
+            .name("stepsched-timer".into())
+            .spawn(move || {
+                // Due time, then arrival order; the jobs by arrival.
+                let mut due: BinaryHeap<Reverse<(Instant, u64)>> = BinaryHeap::new();
+                let mut jobs = std::collections::HashMap::new();
+                let mut seq = 0u64;
+                loop {
+                    let now = Instant::now();
+                    while let Some(&Reverse((at, n))) = due.peek() {
+                        if at > now {
+                            break;
+                        }
+                        due.pop();
+                        if let Some(job) = jobs.remove(&n) {
+                            let job: Box<dyn FnOnce() + Send> = job;
+                            // A panicking job (a message's drop) must not
+                            // stop the thread.
+                            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+                        }
+                    }
+                    let next = match due.peek() {
+                        Some(&Reverse((at, _))) => {
+                            rx.recv_timeout(at.saturating_duration_since(Instant::now()))
+                        }
+                        None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+                    };
+                    match next {
+                        Ok((at, job)) => {
+                            seq += 1;
+                            due.push(Reverse((at, seq)));
+                            jobs.insert(seq, job);
+                        }
+                        Err(RecvTimeoutError::Timeout) => {}
+                        Err(RecvTimeoutError::Disconnected) => return,
+                    }
+                }
+            });
+        if let Err(e) = spawned {
+            panic!("stepsched: cannot start the timer thread: {e}");
+        }
+        tx
+    })
 }
 
 /// The scheduler behind `cx`, if it is this crate's.
@@ -148,5 +302,36 @@ impl<P: SchedProcess> ContextExt<P> for Context<'_, P> {
 
     fn begin_shutdown(&self, deadline: Duration) -> Option<Shutdown> {
         Some(handle_of(self)?.begin_shutdown(deadline))
+    }
+
+    fn now(&self) -> Duration {
+        match host_time(self) {
+            Some((state, now, _)) => now(&**state, self.pid()),
+            None => epoch().elapsed(),
+        }
+    }
+
+    fn after(&self, delay: Duration, message: P::Message) -> Result<(), SendError<P::Message>> {
+        let pid = self.pid();
+        let refused = |message| Package::new(pid, "", message).with_sender(pid);
+        if let Some((state, _, after)) = host_time(self) {
+            return after(&**state, pid, delay, Box::new(message)).map_err(|back| match back
+                .downcast::<P::Message>(
+            ) {
+                Ok(message) => SendError::Closed(refused(*message)),
+                Err(_) => unreachable!("the host hands back the message it was given"),
+            });
+        }
+        let Some(to) = handle_of(self).and_then(|h| h.address(pid)) else {
+            return Err(SendError::UnknownPid(refused(message)));
+        };
+        let to = to.with_sender(pid);
+        let at = Instant::now() + delay;
+        let job: Box<dyn FnOnce() + Send> = Box::new(move || {
+            let _ = to.send(message);
+        });
+        // The thread never ends, so the channel never closes.
+        let _ = timers().send((at, job));
+        Ok(())
     }
 }

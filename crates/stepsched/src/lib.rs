@@ -168,7 +168,7 @@ pub use primitive::once::eager_event_queues;
 
 pub use address::Address;
 pub use builder::Builder;
-pub use context::ContextExt;
+pub use context::{ContextExt, HostTime};
 pub use group::Members;
 pub use handle::Handle;
 pub use handler::{Completer, Handler, Variant};
