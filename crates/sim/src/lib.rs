@@ -48,6 +48,20 @@
 //!   (partition)`, `net dup ... #3`, `net partition <0.1> | <0.2> from
 //!   t=2000us heal t=9000us`), just before the line of the step that sent
 //!   the message (or at the time a message in flight is dropped).
+//! - **Time for processes.** The `stepsched` scheduler's
+//!   `ContextExt::now` reads a process's clock and `ContextExt::after`
+//!   sets a timer that delivers a message to the process, from itself:
+//!   real time under the scheduler, virtual time here, so the same
+//!   process code runs under both. A timer goes on the simulator's timer
+//!   queue (not through the network) and writes `timer #3 +5000us` when
+//!   set, `timer #3 fired` when delivered. The simulator offers both
+//!   through its reach ([`Reach::as_any`] answers a `stepsched::HostTime`,
+//!   a protocol made of `std` types: this crate does not depend on the
+//!   scheduler). With [`Faults::clock_skew`] (off by default) each
+//!   process's clock runs ahead of virtual time by an offset of its own,
+//!   from 0 to the bound (and with [`Faults::clock_drift`], fast or slow),
+//!   drawn once from its own stream, one trace line per process
+//!   (`fault clock-skew +1234us`).
 //! - **Shutdown.** [`Sim::shutdown`] does what the scheduler's does: new
 //!   submits are refused with [`SubmitError::Stopping`], every live process
 //!   gets its [`CancelToken`] cancelled and a cancel event, and those still
@@ -92,7 +106,8 @@
 //!   (a counter, a cache, an id generator): keep such state in the process
 //!   or reset it for each run;
 //! - real time (`Instant::now`, `SystemTime::now`): use the virtual clock
-//!   ([`Sim::now`], [`Completer::complete_after`]);
+//!   ([`Sim::now`], [`Completer::complete_after`], and in a process
+//!   `stepsched`'s `ContextExt::now` and `ContextExt::after`);
 //! - real randomness (`rand::thread_rng`, `fastrand` without a seed, OS
 //!   entropy): draw from [`SimContextExt::with_rng`] in a process,
 //!   [`Completer::rng`] in a handler, [`Sim::rng`] in the test;
@@ -201,7 +216,7 @@ pub use run::{Report, ShutdownReport};
 pub use sim::Sim;
 pub use stepsched_process::Command;
 #[cfg(doc)]
-use stepsched_process::{CancelToken, Context, Error, Process, SubmitError};
+use stepsched_process::{CancelToken, Context, Error, Process, Reach, SubmitError};
 
 /// The environment variable [`seed_from_env`] reads.
 pub const SEED_ENV: &str = "STEPSCHED_SIM_SEED";
