@@ -11,10 +11,11 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use stepsched::{Builder, Error, Scheduler};
+use stepsched::Error;
 use stepsched_lua::{LuaProcess, Module, Sandbox, Script, Value};
 
 mod common;
+use common::stops::{budget_stops, one_worker, shutdown_stops, terminate_stops, unbudgeted};
 use common::{HANG, done};
 
 /// The loops, by name: each runs until something stops it.
@@ -58,98 +59,19 @@ const LOOPS: [(&str, &str); 10] = [
     ),
 ];
 
-/// `require('probe').ready()` sends on `ready`.
-fn probe(ready: Sender<()>) -> Module {
-    let ready = Mutex::new(ready);
-    Module::rust(move |lua| {
-        let tx = ready.lock().unwrap().clone();
-        let t = lua.create_table()?;
-        t.set(
-            "ready",
-            lua.create_function(move |_, ()| {
-                let _ = tx.send(());
-                Ok(())
-            })?,
-        )?;
-        Ok(mlua::Value::Table(t))
-    })
-}
-
-fn one_worker() -> Scheduler<LuaProcess> {
-    Builder::new().workers(1).build().unwrap()
-}
-
-/// Starts `body` in a process of `s` under `sandbox` and returns once it
-/// is in its loop.
-fn start(
-    s: &Scheduler<LuaProcess>,
-    sandbox: Sandbox,
-    body: &str,
-) -> (stepsched::Pid, stepsched::JoinHandle<LuaProcess>) {
-    let (tx, rx) = channel();
-    let sandbox = sandbox.with_module("probe", probe(tx));
-    let src = format!("function main() require('probe').ready() {body} end");
-    let script = Script::with_sandbox("loop.lua", &src, sandbox).unwrap();
-    let pid = s.allocate_pid();
-    let h = s
-        .submit(pid, LuaProcess::new(script), "main", Value::Nil)
-        .unwrap();
-    rx.recv_timeout(HANG).expect("the script started its loop");
-    (pid, h)
-}
-
-/// No step budget: only the stop under test ends the loop.
-fn unbudgeted() -> Sandbox {
-    Sandbox::new().with_step_time(None)
-}
-
-fn seven_runs(s: &Scheduler<LuaProcess>) {
-    let seven = Script::new("seven.lua", "function main() return 7 end").unwrap();
-    let h = s
-        .submit(s.allocate_pid(), LuaProcess::new(seven), "main", Value::Nil)
-        .unwrap();
-    assert_eq!(done(h), Ok(Value::Int(7)));
-}
-
 #[test]
 fn terminate_stops_every_loop() {
-    for (name, body) in LOOPS {
-        let s = one_worker();
-        let (pid, h) = start(&s, unbudgeted(), body);
-        s.terminate(pid).unwrap();
-        assert_eq!(done(h), Err(Error::Terminated), "{name}");
-        // The one worker is free again.
-        seven_runs(&s);
-        let report = s.shutdown(HANG).unwrap();
-        assert!(report.workers_joined, "{name}: {report:?}");
-    }
+    terminate_stops(&LOOPS, "loop.lua");
 }
 
 #[test]
 fn shutdown_stops_every_loop_and_reports_it_cancelled() {
-    for (name, body) in LOOPS {
-        let s = one_worker();
-        let (_, h) = start(&s, unbudgeted(), body);
-        let report = s.shutdown(HANG).unwrap();
-        assert!(report.workers_joined, "{name}: {report:?}");
-        assert_eq!(report.forced, 0, "{name}: {report:?}");
-        assert_eq!(done(h), Err(Error::Cancelled), "{name}");
-    }
+    shutdown_stops(&LOOPS, "loop.lua");
 }
 
 #[test]
 fn the_step_budget_stops_every_loop() {
-    for (name, body) in LOOPS {
-        let s = one_worker();
-        let sandbox = Sandbox::new().with_step_time(Some(Duration::from_millis(20)));
-        let (_, h) = start(&s, sandbox, body);
-        let e = done(h).unwrap_err().to_string();
-        assert!(
-            e.contains("loop.lua") && e.contains("time budget of 20ms"),
-            "{name}: {e}"
-        );
-        seven_runs(&s);
-    }
+    budget_stops(&LOOPS, "loop.lua");
 }
 
 #[test]

@@ -4,16 +4,15 @@
 //! terminate, by shutdown and by the step's time budget inside one call
 //! on a crafted pattern.
 
-use std::sync::Mutex;
-use std::sync::mpsc::{Sender, channel};
 use std::time::Duration;
 
 use proptest::prelude::*;
 use proptest::sample::select;
-use stepsched::{Builder, Error, Scheduler};
-use stepsched_lua::{LuaProcess, Module, Sandbox, Script, Value};
+use stepsched::{Builder, Scheduler};
+use stepsched_lua::{LuaProcess, Sandbox, Script, Value};
 
 mod common;
+use common::stops::{budget_stops, one_worker, shutdown_stops, start, terminate_stops};
 use common::{HANG, done, table};
 
 // ---------------------------------------------------------------------
@@ -363,97 +362,19 @@ const CALLS: [(&str, &str); 8] = [
     ),
 ];
 
-/// `require('probe').ready()` sends on `ready`.
-fn probe(ready: Sender<()>) -> Module {
-    let ready = Mutex::new(ready);
-    Module::rust(move |lua| {
-        let tx = ready.lock().unwrap().clone();
-        let t = lua.create_table()?;
-        t.set(
-            "ready",
-            lua.create_function(move |_, ()| {
-                let _ = tx.send(());
-                Ok(())
-            })?,
-        )?;
-        Ok(mlua::Value::Table(t))
-    })
-}
-
-fn one_worker() -> Scheduler<LuaProcess> {
-    Builder::new().workers(1).build().unwrap()
-}
-
-/// Starts `body` in a process of `s` under `sandbox` and returns once it
-/// is about to make its call.
-fn start(
-    s: &Scheduler<LuaProcess>,
-    sandbox: Sandbox,
-    body: &str,
-) -> (stepsched::Pid, stepsched::JoinHandle<LuaProcess>) {
-    let (tx, rx) = channel();
-    let sandbox = sandbox.with_module("probe", probe(tx));
-    let src = format!("function main() require('probe').ready() {body} end");
-    let script = Script::with_sandbox("call.lua", &src, sandbox).unwrap();
-    let pid = s.allocate_pid();
-    let h = s
-        .submit(pid, LuaProcess::new(script), "main", Value::Nil)
-        .unwrap();
-    rx.recv_timeout(HANG).expect("the script started");
-    (pid, h)
-}
-
-/// No step budget: only the stop under test ends the call.
-fn unbudgeted() -> Sandbox {
-    Sandbox::new().with_step_time(None)
-}
-
-fn seven_runs(s: &Scheduler<LuaProcess>) {
-    let seven = Script::new("seven.lua", "function main() return 7 end").unwrap();
-    let h = s
-        .submit(s.allocate_pid(), LuaProcess::new(seven), "main", Value::Nil)
-        .unwrap();
-    assert_eq!(done(h), Ok(Value::Int(7)));
-}
-
 #[test]
 fn terminate_stops_a_crafted_pattern_inside_its_call() {
-    for (name, body) in CALLS {
-        let s = one_worker();
-        let (pid, h) = start(&s, unbudgeted(), body);
-        s.terminate(pid).unwrap();
-        assert_eq!(done(h), Err(Error::Terminated), "{name}");
-        seven_runs(&s);
-        let report = s.shutdown(HANG).unwrap();
-        assert!(report.workers_joined, "{name}: {report:?}");
-    }
+    terminate_stops(&CALLS, "call.lua");
 }
 
 #[test]
 fn shutdown_stops_a_crafted_pattern_and_reports_it_cancelled() {
-    for (name, body) in CALLS {
-        let s = one_worker();
-        let (_, h) = start(&s, unbudgeted(), body);
-        let report = s.shutdown(HANG).unwrap();
-        assert!(report.workers_joined, "{name}: {report:?}");
-        assert_eq!(report.forced, 0, "{name}: {report:?}");
-        assert_eq!(done(h), Err(Error::Cancelled), "{name}");
-    }
+    shutdown_stops(&CALLS, "call.lua");
 }
 
 #[test]
 fn the_step_budget_stops_a_crafted_pattern() {
-    for (name, body) in CALLS {
-        let s = one_worker();
-        let sandbox = Sandbox::new().with_step_time(Some(Duration::from_millis(20)));
-        let (_, h) = start(&s, sandbox, body);
-        let e = done(h).unwrap_err().to_string();
-        assert!(
-            e.contains("call.lua") && e.contains("time budget of 20ms"),
-            "{name}: {e}"
-        );
-        seven_runs(&s);
-    }
+    budget_stops(&CALLS, "call.lua");
 }
 
 #[test]
@@ -464,7 +385,7 @@ fn pcall_does_not_swallow_the_stop() {
     let sandbox = Sandbox::new().with_step_time(Some(Duration::from_millis(20)));
     let body = "local s = string.rep('a', 1e5) \
                 while true do pcall(string.find, s, '.-.-.-.-b') end";
-    let (_, h) = start(&s, sandbox, body);
+    let (_, h) = start(&s, sandbox, "call.lua", body);
     let e = done(h).unwrap_err().to_string();
     assert!(e.contains("time budget of 20ms"), "{e}");
 }

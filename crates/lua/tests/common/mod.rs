@@ -2,6 +2,8 @@
 //! builders. Not every binary uses every item.
 #![allow(dead_code)]
 
+pub(crate) mod stops;
+
 use std::sync::Arc;
 use std::time::Duration;
 
