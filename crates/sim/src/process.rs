@@ -114,6 +114,18 @@ where
         Ok(JoinHandle::new(Rc::downgrade(self), pid, result))
     }
 
+    /// A process started by another through its context (`Reach::spawn`):
+    /// a fresh PID, submitted.
+    pub(crate) fn spawn(
+        self: &Rc<Self>,
+        child: P,
+        method: &str,
+        input: P::Input,
+    ) -> Result<Pid, SubmitError<P>> {
+        let pid = self.allocate_pid();
+        self.submit(pid, child, method, input).map(|h| h.pid())
+    }
+
     pub(crate) fn allocate_pid(&self) -> Pid {
         let mut inner = self.inner.borrow_mut();
         let pid = Pid::new(0, inner.next_number);

@@ -48,10 +48,7 @@ where
     }
 
     fn spawn(&self, child: P, method: &str, input: P::Input) -> Result<Pid, SubmitError<P>> {
-        let pid = self.shared.allocate_pid();
-        self.shared
-            .submit(pid, child, method, input)
-            .map(|h| h.pid())
+        self.shared.spawn(child, method, input)
     }
 
     fn terminate(&self, pid: Pid) -> Result<(), TerminateError> {
@@ -397,10 +394,7 @@ where
     }
 
     fn spawn(&self, child: P, method: &str, input: P::Input) -> Result<Pid, SubmitError<P>> {
-        let pid = self.shared.allocate_pid();
-        self.shared
-            .submit(pid, child, method, input)
-            .map(|h| h.pid())
+        self.shared.spawn(child, method, input)
     }
 
     fn terminate(&self, pid: Pid) -> Result<(), TerminateError> {
