@@ -146,7 +146,9 @@ where
     /// Registers a factory of processes under `name`, for a step's
     /// [`Context::upgrade_from`]: the upgraded process is what it returns
     /// (or the process ends with its error, or with [`Error::Panicked`] if
-    /// it panics), as with the scheduler's `Builder::factory`.
+    /// it panics), as with the scheduler's `Builder::factory`. The same
+    /// factory starts the process named `name` ([`Sim::submit_named`]),
+    /// and restarts it after each crash.
     #[must_use]
     pub fn factory<F>(mut self, name: impl Into<String>, factory: F) -> Self
     where
@@ -156,14 +158,23 @@ where
         self
     }
 
-    /// Builds the simulator, at virtual time zero.
+    /// Builds the simulator, at virtual time zero. With swarm testing
+    /// ([`Faults::swarm`]), the faults kept for this seed are drawn now,
+    /// and the trace's first line says which.
     #[must_use]
     pub fn build(self) -> Sim<P> {
+        let mut network = self.network;
+        let (faults, swarm) = self.faults.swarm_with(self.seed, network.as_mut());
+        let mut trace = String::new();
+        if self.trace && !swarm.is_empty() {
+            trace.push_str(&swarm);
+            trace.push('\n');
+        }
         Sim {
             shared: Rc::new(Shared {
                 seed: self.seed,
-                faults: self.faults,
-                network: self.network,
+                faults: Cell::new(faults),
+                network: Cell::new(network),
                 clone_message: self.clone_message,
                 max_steps: self.max_steps,
                 tracing: self.trace,
@@ -188,12 +199,15 @@ where
                     alarm_count: 0,
                     results: BTreeMap::new(),
                     initializing: Vec::new(),
-                    trace: String::new(),
+                    trace,
                     line: String::new(),
                     steps: 0,
                     batch: Vec::new(),
                     shutdown: None,
                     net: NetState::default(),
+                    named: BTreeMap::new(),
+                    stores: BTreeMap::new(),
+                    restarts: HashMap::new(),
                 }),
             }),
         }

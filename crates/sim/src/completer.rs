@@ -15,13 +15,13 @@ use crate::trace::{push_fault, push_number};
 
 impl<P: Process> Shared<P> {
     /// Queues the completion of yield `tag` of process `serial` (under
-    /// `pid`), after `after` plus any injected delay. Whether that process
-    /// is live.
+    /// `pid`), after `after` plus any injected delay (if the faults are
+    /// `aimed` at it). Whether that process is live.
     pub(crate) fn complete(
         &self,
         pid: Pid,
         serial: u64,
-        tag: Tag,
+        (tag, aimed): (Tag, bool),
         result: Result<P::Response, Error>,
         after: Duration,
     ) -> bool {
@@ -41,8 +41,9 @@ impl<P: Process> Shared<P> {
         };
         let mut after = after;
         let rng = entry.streams.get(Kind::Delay);
-        if rng.chance(self.faults.delay) {
-            let delay = rng.millis_up_to(self.faults.max_delay);
+        let faults = self.faults.get();
+        if aimed && rng.chance(faults.delay) {
+            let delay = rng.millis_up_to(faults.max_delay);
             after += delay;
             if self.tracing {
                 push_fault(&mut inner.trace, inner.now, pid, "delay", |line| {
@@ -85,7 +86,7 @@ where
     ) {
         let mut yields = out.yields_mut().drain();
         for y in yields.by_ref() {
-            let (error, panic, never, seed) = {
+            let (error, panic, never, seed, aimed) = {
                 let mut guard = self.inner.borrow_mut();
                 let inner = &mut *guard;
                 // Terminated during the dispatch (by a handler): the yields
@@ -95,15 +96,25 @@ where
                     quietly_drop(y);
                     break;
                 };
-                let faults = &self.faults;
+                let faults = self.faults.get();
+                let aimed = entry.aimed
+                    && faults
+                        .only_handler
+                        .is_none_or(|name| name == y.command.name());
+                let p = |p: f64| if aimed { p } else { 0.0 };
                 let streams = &mut entry.streams;
                 let drawn = (
-                    streams.get(Kind::HandlerError).chance(faults.handler_error),
-                    streams.get(Kind::HandlerPanic).chance(faults.handler_panic),
+                    streams
+                        .get(Kind::HandlerError)
+                        .chance(p(faults.handler_error)),
+                    streams
+                        .get(Kind::HandlerPanic)
+                        .chance(p(faults.handler_panic)),
                     streams
                         .get(Kind::NeverComplete)
-                        .chance(faults.never_complete),
+                        .chance(p(faults.never_complete)),
                     streams.get(Kind::Handler).next_u64(),
+                    aimed,
                 );
                 if self.tracing {
                     let fired = [
@@ -127,6 +138,7 @@ where
                 pid,
                 serial,
                 tag: y.tag,
+                aimed,
                 done: false,
                 lost: never,
                 rng: SimRng::new(seed),
@@ -176,6 +188,8 @@ pub struct Completer<P: Process> {
     pid: Pid,
     serial: u64,
     tag: Tag,
+    /// Whether the faults are aimed at this yield (its delay fault).
+    aimed: bool,
     done: bool,
     /// The never-complete fault: whatever this completes reaches nothing.
     lost: bool,
@@ -271,7 +285,7 @@ where
                 .try_borrow()
                 .is_ok_and(|inner| inner.reachable(self.pid, self.serial));
         }
-        shared.complete(self.pid, self.serial, self.tag, result, after)
+        shared.complete(self.pid, self.serial, (self.tag, self.aimed), result, after)
     }
 
     /// Drops the completer without completing and without the error a
@@ -294,7 +308,8 @@ impl<P: Process> Drop for Completer<P> {
             Error::failed("the handler dropped its completer without completing")
         };
         if let Some(shared) = self.shared.upgrade() {
-            shared.complete(self.pid, self.serial, self.tag, Err(error), Duration::ZERO);
+            let id = (self.tag, self.aimed);
+            shared.complete(self.pid, self.serial, id, Err(error), Duration::ZERO);
         }
     }
 }

@@ -1,12 +1,15 @@
 //! [`SimContextExt`]: what a process's [`Context`] offers under the
-//! simulator: a random source of its own.
+//! simulator: a random source of its own, and the durable store of a
+//! named process.
 
 use stepsched_process::{Command, Context, Pid, Process};
 
-use crate::SimRng;
+use std::rc::Rc;
+
 use crate::rng::Kind;
 use crate::state::{Inner, Shared};
 use crate::time::HostTime;
+use crate::{DurableStore, SimRng};
 
 /// The simulator's extension of a process's [`Context`]: a random source
 /// drawn from the process's own stream, seeded from the run's seed and
@@ -54,6 +57,37 @@ pub trait SimContextExt {
     fn random_u64(&self) -> Option<u64> {
         self.with_rng(SimRng::next_u64)
     }
+
+    /// Runs `f` with the process's [`DurableStore`], from its `init` or
+    /// its `step`: the store of its name, which outlives its crashes (see
+    /// [`Sim::submit_named`](crate::Sim::submit_named)). `None` when the
+    /// process does not run under a [`Sim`](crate::Sim), was not started
+    /// by name, or when called from inside `f` (the store is out while
+    /// `f` runs).
+    ///
+    /// ```
+    /// # use stepsched_process::{Context, Error, Events, Process, Status, StepOutput};
+    /// use stepsched_sim::{Sim, SimContextExt};
+    ///
+    /// /// Writes `"k"` without syncing it.
+    /// struct Writer;
+    /// impl Process for Writer {
+    /// #   type Input = (); type Message = (); type Response = (); type Command = &'static str; type Output = ();
+    /// #   fn init(&mut self, _: &Context<'_, Self>, _: &str, _: ()) -> Result<(), Error> { Ok(()) }
+    ///     fn step(&mut self, cx: &mut Context<'_, Self>, _: Events<'_, ()>, out: &mut StepOutput<&'static str, ()>) -> Result<(), Error> {
+    ///         cx.with_store(|store| store.write("k", b"v".to_vec())).expect("a named process");
+    ///         out.set_status(Status::Done(()));
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let sim = Sim::<Writer>::builder().factory("writer", || Ok(Writer)).build();
+    /// sim.submit_named(sim.allocate_pid(), "writer", "main", ()).unwrap().join().unwrap();
+    /// let store = sim.store("writer").unwrap();
+    /// assert_eq!(store.get("k"), Some(&b"v"[..]));
+    /// assert_eq!(store.durable().get("k"), None, "not synced");
+    /// ```
+    fn with_store<R>(&self, f: impl FnOnce(&mut DurableStore) -> R) -> Option<R>;
 }
 
 impl<P: Process + 'static> SimContextExt for Context<'_, P>
@@ -75,6 +109,23 @@ where
         {
             *slot = rng;
         }
+        Some(result)
+    }
+
+    fn with_store<R>(&self, f: impl FnOnce(&mut DurableStore) -> R) -> Option<R> {
+        let host = self.reach().as_any()?.downcast_ref::<HostTime>()?;
+        let shared = host.0.downcast_ref::<Shared<P>>()?;
+        let pid = self.pid();
+        let (name, mut store) = {
+            let mut inner = shared.inner.try_borrow_mut().ok()?;
+            let name = Rc::clone(&inner.named.get(&pid)?.name);
+            let store = inner.stores.get_mut(&name)?.take()?;
+            (name, store)
+        };
+        // Not borrowed while `f` runs: it may call into the simulator.
+        let result = f(&mut store);
+        let mut inner = shared.inner.borrow_mut();
+        inner.stores.insert(name, Some(store));
         Some(result)
     }
 }

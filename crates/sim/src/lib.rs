@@ -191,6 +191,7 @@ mod builder;
 mod check;
 mod completer;
 mod context;
+mod crash;
 mod faults;
 mod join;
 mod net;
@@ -199,6 +200,7 @@ mod rng;
 mod run;
 mod sim;
 mod state;
+mod store;
 #[cfg(feature = "proptest")]
 pub mod strategy;
 mod time;
@@ -212,11 +214,12 @@ pub use faults::Faults;
 pub use join::JoinHandle;
 pub use net::Network;
 pub use rng::SimRng;
-pub use run::{Report, ShutdownReport};
+pub use run::{Report, ShutdownReport, Unfinished};
 pub use sim::Sim;
 pub use stepsched_process::Command;
 #[cfg(doc)]
 use stepsched_process::{CancelToken, Context, Error, Process, Reach, SubmitError};
+pub use store::DurableStore;
 
 /// The environment variable [`seed_from_env`] reads.
 pub const SEED_ENV: &str = "STEPSCHED_SIM_SEED";

@@ -327,6 +327,14 @@ impl<M> NetState<M> {
         !self.flights.is_empty()
     }
 
+    /// Ends every partition at `now` (healing).
+    pub(crate) fn heal(&mut self, now: Duration) {
+        for cut in &mut self.cuts {
+            cut.until = cut.until.min(now);
+        }
+        self.cuts.retain(|c| c.until > c.from);
+    }
+
     /// Takes every message in flight (to drop them).
     pub(crate) fn take_flights(&mut self) -> BinaryHeap<Flight<M>> {
         std::mem::take(&mut self.flights)
@@ -413,6 +421,14 @@ where
             payload,
         } = package;
         if inner.live.get(&to).is_none_or(|e| e.terminated) {
+            if inner.down(to) {
+                let event = match from {
+                    Some(from) => Event::message_from(from, payload),
+                    None => Event::message(payload),
+                };
+                self.drop_down(inner, to, event);
+                return Ok(());
+            }
             let mut package = Package::new(to, topic, payload);
             package.from = from;
             return Err(if inner.known(to) {
@@ -421,7 +437,18 @@ where
                 SendError::UnknownPid(package)
             });
         }
-        let config = self.network.unwrap_or_default();
+        let mut config = self.network.get().unwrap_or_default();
+        if self.faults.get().only_process.is_some() {
+            let aimed = |pid: Option<Pid>| {
+                pid.and_then(|p| inner.live.get(&p))
+                    .is_some_and(|e| e.aimed)
+            };
+            if !aimed(from) && !aimed(Some(to)) {
+                config.loss = 0.0;
+                config.duplicate = 0.0;
+                config.partition = 0.0;
+            }
+        }
         let now = inner.now;
         let tracing = self.tracing;
         let Inner { net, trace, .. } = inner;

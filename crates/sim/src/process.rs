@@ -37,25 +37,47 @@ where
     pub(crate) fn submit(
         self: &Rc<Self>,
         pid: Pid,
-        mut process: P,
+        process: P,
         method: &str,
         input: P::Input,
     ) -> Result<JoinHandle<P>, SubmitError<P>> {
+        let result = self.start(pid, process, method, input, None)?;
+        Ok(JoinHandle::new(Rc::downgrade(self), pid, result))
+    }
+
+    /// Starts `process` under `pid`: its `init`, then live and runnable.
+    /// `restart`: the result cell of the named process it restarts after
+    /// a crash (a new one otherwise). Its result cell.
+    pub(crate) fn start(
+        self: &Rc<Self>,
+        pid: Pid,
+        mut process: P,
+        method: &str,
+        input: P::Input,
+        restart: Option<ResultCell<P>>,
+    ) -> Result<ResultCell<P>, SubmitError<P>> {
         if self.inner.borrow().stopping() {
             return Err(SubmitError::Stopping(process));
         }
         let cancel = Rc::new(CancelToken::new());
         let reach = ReachOf::new(self);
         let ctx = Context::new(pid, &cancel, &reach);
-        {
+        let (name, aimed) = {
             // Its streams, reachable from its `init` (for its random
             // numbers) before it is live.
             let mut inner = self.inner.borrow_mut();
+            let name = inner.named.get(&pid).map(|n| Rc::clone(&n.name));
+            let aimed = self
+                .faults
+                .get()
+                .only_process
+                .is_none_or(|target| name.as_deref() == Some(target));
             let incarnation = inner.results.get(&pid).map_or(0, |(_, n)| *n);
             let mut streams = Streams::new(self.seed, pid, incarnation);
-            self.draw_clock(&mut inner, pid, &mut streams);
+            self.draw_clock(&mut inner, pid, &mut streams, aimed);
             inner.initializing.push((pid, streams));
-        }
+            (name, aimed)
+        };
         let initialized = caught(|| process.init(&ctx, method, input));
         let mut inner = self.inner.borrow_mut();
         let at = inner
@@ -81,7 +103,9 @@ where
         }
         let serial = inner.next_serial;
         inner.next_serial += 1;
-        let result: ResultCell<P> = Rc::new(RefCell::new(Outcome::Pending));
+        let restarted = inner.named.get(&pid).is_some_and(|n| n.crashes > 0);
+        let result: ResultCell<P> =
+            restart.unwrap_or_else(|| Rc::new(RefCell::new(Outcome::Pending)));
         let incarnations = inner.results.get(&pid).map_or(0, |(_, n)| *n) + 1;
         inner
             .results
@@ -102,16 +126,23 @@ where
                 running: false,
                 terminated: false,
                 streams,
+                name,
+                aimed,
             },
         );
         inner.make_ready(pid);
         if self.tracing {
             let mut line = String::new();
             stamp(&mut line, inner.now, pid);
-            let _ = write!(line, " submit {method}");
+            if restarted {
+                let name = inner.named.get(&pid).map(|n| Rc::clone(&n.name));
+                let _ = write!(line, " restart {}", name.as_deref().unwrap_or(""));
+            } else {
+                let _ = write!(line, " submit {method}");
+            }
             inner.push_line(&line);
         }
-        Ok(JoinHandle::new(Rc::downgrade(self), pid, result))
+        Ok(result)
     }
 
     /// A process started by another through its context (`Reach::spawn`):
@@ -138,7 +169,7 @@ where
         package: Package<P::Message>,
     ) -> Result<(), SendError<P::Message>> {
         let mut inner = self.inner.borrow_mut();
-        if self.network.is_some() || inner.net.has_cuts() {
+        if self.network.get().is_some() || inner.net.has_cuts() {
             return self.send_over_net(&mut inner, package);
         }
         let Package {
@@ -151,20 +182,43 @@ where
             Some(from) => (Origin::Process(from), Event::message_from(from, payload)),
             None => (Origin::Host, Event::message(payload)),
         };
-        inner.push_event(to, origin, event).map_err(|event| {
+        inner.push_event(to, origin, event).or_else(|event| {
+            if inner.down(to) {
+                self.drop_down(&mut inner, to, event);
+                return Ok(());
+            }
             let payload = event.into_message().expect("a message event");
             let mut package = Package::new(to, topic, payload);
             package.from = from;
-            if inner.known(to) {
+            Err(if inner.known(to) {
                 SendError::Closed(package)
             } else {
                 SendError::UnknownPid(package)
-            }
+            })
         })
+    }
+
+    /// Drops `event`, a message for `pid`, which is down (crashed, not
+    /// restarted yet): `dropped m<0.1> (down)` in the trace.
+    pub(crate) fn drop_down(&self, inner: &mut Inner<P>, pid: Pid, event: Ev<P>) {
+        if self.tracing {
+            let mut line = String::new();
+            stamp(&mut line, inner.now, pid);
+            line.push_str(" dropped ");
+            describe(&mut line, &event);
+            line.push_str(" (down)");
+            inner.push_line(&line);
+        }
+        quietly_drop(event);
     }
 
     pub(crate) fn terminate(&self, pid: Pid, why: &str) -> Result<(), TerminateError> {
         let mut inner = self.inner.borrow_mut();
+        if inner.down(pid) {
+            drop(inner);
+            self.end_down(pid, why, Err(Error::Terminated));
+            return Ok(());
+        }
         let Some(entry) = inner.live.get_mut(&pid) else {
             return Err(if inner.known(pid) {
                 TerminateError::AlreadyComplete(pid)
@@ -204,6 +258,12 @@ where
             if entry.as_ref().is_some_and(|e| e.queued) {
                 inner.ready.retain(|Reverse(r)| r.pid() != pid);
             }
+            if entry.as_ref().is_some_and(|e| e.name.is_some()) {
+                // A named process's end is for good: no restart.
+                let named = inner.named.remove(&pid);
+                drop(inner);
+                quietly_drop(named);
+            }
             entry
         };
         // Dropped and closed outside the borrow: user code runs here.
@@ -242,7 +302,7 @@ where
 
     /// Moves the clock to the next timer or message arrival and fires
     /// every timer due then, then delivers every message due then.
-    pub(crate) fn fire_timers(&self) {
+    pub(crate) fn fire_timers(self: &Rc<Self>) {
         let mut inner = self.inner.borrow_mut();
         let timer = inner.timers.peek().map(|&Reverse((at, _))| at);
         let Some(at) = earliest(timer, inner.net.next_arrival()) else {
@@ -251,18 +311,20 @@ where
         inner.now = inner.now.max(at);
         let mut dropped = Vec::new();
         let mut messages = Vec::new();
+        let mut restarts = Vec::new();
         while let Some(&Reverse((t, seq))) = inner.timers.peek() {
             if t > at {
                 break;
             }
             inner.timers.pop();
             let Some((pid, serial, tag, result)) = inner.timed.remove(&seq) else {
-                let alarm = inner
-                    .alarms
-                    .remove(&seq)
-                    .expect("every timer has a payload");
-                if let Err(message) = self.ring(&mut inner, alarm) {
-                    messages.push(message);
+                if let Some(alarm) = inner.alarms.remove(&seq) {
+                    if let Err(message) = self.ring(&mut inner, alarm) {
+                        messages.push(message);
+                    }
+                } else {
+                    let restart = inner.restarts.remove(&seq);
+                    restarts.extend(restart);
                 }
                 continue;
             };
@@ -282,6 +344,9 @@ where
         drop(inner);
         quietly_drop(dropped);
         quietly_drop(messages);
+        for (pid, crash) in restarts {
+            self.restart(pid, crash);
+        }
     }
 
     /// Moves into `batch` the events `pid`'s next step takes: at most
@@ -295,9 +360,15 @@ where
         let pending = &mut entry.pending;
         let len = pending.len();
         let mut n = len.min(MAX_BATCH);
+        let faults = self.faults.get();
+        let (short_batch, reorder) = if entry.aimed {
+            (faults.short_batch, faults.reorder)
+        } else {
+            (0.0, 0.0)
+        };
         if n > 1 {
             let rng = entry.streams.get(Kind::ShortBatch);
-            if rng.chance(self.faults.short_batch) {
+            if rng.chance(short_batch) {
                 n = 1 + rng.index(n);
                 if self.tracing {
                     push_fault(trace, *now, pid, "short-batch", |line| {
@@ -310,7 +381,7 @@ where
             }
         }
         let rng = entry.streams.get(Kind::Reorder);
-        if len > 1 && rng.chance(self.faults.reorder) {
+        if len > 1 && rng.chance(reorder) {
             if self.tracing {
                 push_fault(trace, *now, pid, "reorder", |line| {
                     line.push(' ');
@@ -483,6 +554,10 @@ where
             .is_none_or(|e| e.terminated)
         {
             return self.end(pid, Some(process), Err(Error::Terminated));
+        }
+        if self.faults.get().crash > 0.0 && self.crash_drawn(pid) {
+            self.crash(pid, Some(process), None);
+            return;
         }
         self.park(pid, process, matches!(status, Status::Continue));
     }

@@ -4,7 +4,8 @@
 //! seed and the kind's name by a fixed hash (FNV-1a over the name, mixed
 //! with SplitMix64's finalizer): the same on every platform and in every
 //! build, never `std`'s `RandomState`. The schedule and the faults that
-//! concern one process (delay, reorder, short batch, the handler faults)
+//! concern one process (delay, reorder, short batch, the handler faults,
+//! crash)
 //! have one stream per process too, seeded also from its PID and from how
 //! many processes had that PID before it; the faults that concern the
 //! whole simulation (terminate, shutdown) have one stream each. A draw
@@ -174,10 +175,13 @@ pub(crate) enum Kind {
     Handler,
     /// The clock-skew fault: its clock's offset and drift, drawn once.
     Clock,
+    /// The crash fault: whether it crashes after a step, and the delay
+    /// of its restart.
+    Crash,
 }
 
 /// The number of per-process kinds.
-const KINDS: usize = 10;
+const KINDS: usize = 11;
 
 /// The names the per-process streams are seeded from, by [`Kind`].
 const NAMES: [&str; KINDS] = [
@@ -191,6 +195,7 @@ const NAMES: [&str; KINDS] = [
     "process",
     "handler",
     "fault:clock-skew",
+    "fault:crash",
 ];
 
 /// The names of the network's streams, one set per link (see
@@ -217,6 +222,8 @@ pub(crate) fn link_stream(seed: u64, name: &str, from: Option<Pid>, to: Pid) -> 
 pub(crate) const TERMINATE: &str = "fault:terminate";
 /// The shutdown fault's stream.
 pub(crate) const SHUTDOWN: &str = "fault:shutdown";
+/// Swarm testing's stream: which kinds of fault a run keeps.
+pub(crate) const SWARM: &str = "swarm";
 
 /// One process's streams, one per [`Kind`]; and its clock, drawn from
 /// one of them.

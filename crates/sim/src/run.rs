@@ -3,13 +3,14 @@
 
 use std::cell::Cell;
 use std::cmp::Reverse;
+use std::fmt;
 use std::rc::Rc;
 use std::time::Duration;
 
 use stepsched_process::{Command, Error, Event, Pid, Process};
 
 use crate::process::earliest;
-use crate::state::{Origin, Shared, Stopping, quietly_drop};
+use crate::state::{Origin, Outcome, ResultCell, Shared, Stopping, quietly_drop};
 #[cfg(doc)]
 use crate::{Builder, Faults, Sim};
 
@@ -92,6 +93,11 @@ where
             },
             finished: false,
         });
+        drop(inner);
+        // A crashed process is not restarted any more.
+        for pid in self.down_pids() {
+            self.end_down(pid, "shutdown", Err(Error::Cancelled));
+        }
         true
     }
 
@@ -130,6 +136,7 @@ where
         inner.timers.clear();
         let timed = std::mem::take(&mut inner.timed);
         let alarms = std::mem::take(&mut inner.alarms);
+        inner.restarts.clear();
         let flights = inner.net.take_flights();
         let s = inner.shutdown.as_mut().expect("shutting down");
         s.finished = true;
@@ -178,17 +185,32 @@ where
                     !inner.ready.is_empty() || !inner.timers.is_empty() || inner.net.in_flight();
                 break;
             }
-            if !inner.stopping() && inner.shutdown_rng.chance(self.faults.shutdown) {
+            let faults = self.faults.get();
+            if !inner.stopping() && inner.shutdown_rng.chance(faults.shutdown) {
                 drop(inner);
-                self.begin_shutdown(self.faults.shutdown_deadline, "fault");
+                self.begin_shutdown(faults.shutdown_deadline, "fault");
                 continue;
             }
-            if !inner.live.is_empty() && inner.terminate_rng.chance(self.faults.terminate) {
-                let len = inner.live.len();
-                let n = inner.terminate_rng.index(len);
-                let victim = *inner.live.keys().nth(n).expect("n < len");
+            if !inner.live.is_empty() && inner.terminate_rng.chance(faults.terminate) {
+                let victim = if faults.only_process.is_none() {
+                    let len = inner.live.len();
+                    let n = inner.terminate_rng.index(len);
+                    Some(*inner.live.keys().nth(n).expect("n < len"))
+                } else {
+                    // Among the processes the faults are aimed at.
+                    let aimed: Vec<Pid> = inner
+                        .live
+                        .iter()
+                        .filter(|(_, e)| e.aimed)
+                        .map(|(pid, _)| *pid)
+                        .collect();
+                    let n = inner.terminate_rng.index(aimed.len());
+                    aimed.get(n).copied()
+                };
                 drop(inner);
-                let _ = self.terminate(victim, "fault");
+                if let Some(victim) = victim {
+                    let _ = self.terminate(victim, "fault");
+                }
                 continue;
             }
             if let Some(&Reverse(ready)) = inner.ready.peek() {
@@ -254,6 +276,103 @@ where
             live: inner.live.len(),
             step_limit_hit,
             shutdown,
+        }
+    }
+}
+
+/// The processes a liveness check ([`Sim::check_liveness`]) required to
+/// finish that did not: after every fault was healed, they had not ended
+/// by the deadline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Unfinished {
+    /// When the faults were healed (virtual time).
+    pub healed_at: Duration,
+    /// The deadline they had to finish by (virtual time).
+    pub deadline: Duration,
+    /// The processes that had not ended, each with its name if it was
+    /// started by name ([`Sim::submit_named`]).
+    pub pids: Vec<(Pid, Option<String>)>,
+    /// What the run did, both phases together.
+    pub report: Report,
+}
+
+impl fmt::Display for Unfinished {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} process(es) did not finish by t={}us, with every fault healed at t={}us:",
+            self.pids.len(),
+            self.deadline.as_micros(),
+            self.healed_at.as_micros()
+        )?;
+        for (pid, name) in &self.pids {
+            match name {
+                Some(name) => write!(f, " {pid} ({name})")?,
+                None => write!(f, " {pid}")?,
+            }
+        }
+        if self.report.step_limit_hit {
+            write!(f, " (the step limit was hit)")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Unfinished {}
+
+impl<P: Process + 'static> Shared<P>
+where
+    P::Command: Command,
+{
+    /// Runs until `heal_at`, heals every fault, then runs until every
+    /// process of `pids` has ended or the clock would pass `heal_at +
+    /// within`.
+    pub(crate) fn check_liveness(
+        self: &Rc<Self>,
+        heal_at: Duration,
+        within: Duration,
+        pids: &[Pid],
+    ) -> Result<Report, Unfinished> {
+        let first = self.drive(&|| false, Some(heal_at));
+        self.heal();
+        let healed_at = self.inner.borrow().now;
+        let deadline = healed_at + within;
+        let cells: Vec<(Pid, Option<ResultCell<P>>)> = {
+            let inner = self.inner.borrow();
+            pids.iter()
+                .map(|pid| (*pid, inner.results.get(pid).map(|(c, _)| Rc::clone(c))))
+                .collect()
+        };
+        let ended = |cell: &Option<ResultCell<P>>| {
+            cell.as_ref()
+                .is_some_and(|c| !matches!(*c.borrow(), Outcome::Pending))
+        };
+        let second = self.drive(&|| cells.iter().all(|(_, c)| ended(c)), Some(deadline));
+        let report = Report {
+            steps: first.steps + second.steps,
+            shutdown: second.shutdown.or(first.shutdown),
+            step_limit_hit: first.step_limit_hit || second.step_limit_hit,
+            ..second
+        };
+        let inner = self.inner.borrow();
+        let unfinished: Vec<(Pid, Option<String>)> = cells
+            .iter()
+            .filter(|(_, c)| !ended(c))
+            .map(|(pid, _)| {
+                let name = inner.named.get(pid).map(|n| n.name.to_string());
+                (*pid, name)
+            })
+            .collect();
+        if unfinished.is_empty() {
+            Ok(report)
+        } else {
+            Err(Unfinished {
+                healed_at,
+                deadline,
+                pids: unfinished,
+                report,
+            })
         }
     }
 }

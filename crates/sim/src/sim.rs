@@ -12,9 +12,9 @@ use stepsched_process::{
 use crate::join::JoinHandle;
 use crate::net::Side;
 use crate::state::{Outcome, Shared, close, quietly_drop};
-use crate::{Builder, Report, ShutdownReport, SimRng};
+use crate::{Builder, DurableStore, Report, ShutdownReport, SimRng, Unfinished};
 #[cfg(doc)]
-use crate::{Faults, Network};
+use crate::{Faults, Network, SimContextExt};
 #[cfg(doc)]
 use stepsched_process::CancelToken;
 
@@ -152,6 +152,169 @@ where
         input: P::Input,
     ) -> Result<JoinHandle<P>, SubmitError<P>> {
         self.shared.submit(pid, process, method, input)
+    }
+
+    /// Starts the process named `name` under `pid`: made by the factory
+    /// registered under `name` ([`Builder::factory`]), then initialized
+    /// with `method` and `input`, as [`submit`](Self::submit) does. A
+    /// named process can crash ([`Faults::crash`], [`crash`](Self::crash))
+    /// and is then restarted, after a virtual delay, as a new process
+    /// from the same factory, initialized with the same method and a
+    /// clone of `input`. Its restart:
+    ///
+    /// - keeps its **PID**: other processes reach the restarted one at the
+    ///   same address. While it is down, messages sent to it are accepted
+    ///   and dropped (`dropped m<0.1> (down)` in the trace), as a crashed
+    ///   node loses what reaches it; its queued events, pending
+    ///   completions and timers are lost with it;
+    /// - keeps its **join handle**: a crash publishes no result, and the
+    ///   handle (this one) gets the result of the incarnation that ends;
+    /// - keeps its **durable store** ([`DurableStore`], reached from a step
+    ///   or `init` through [`SimContextExt::with_store`]): what it synced
+    ///   survives, its unsynced writes do not.
+    ///
+    /// Its name is also what [`Faults::only_process`] aims at. A
+    /// restart writes `restart <name>` to the trace.
+    ///
+    /// ```
+    /// # use stepsched_process::{Context, Error, Event, Events, Process, Status, StepOutput};
+    /// use std::time::Duration;
+    /// use stepsched_sim::{Sim, SimContextExt};
+    ///
+    /// /// Counts its starts in its durable store; done at the third.
+    /// struct Starts;
+    /// impl Process for Starts {
+    /// #   type Input = (); type Message = (); type Response = (); type Command = &'static str; type Output = u8;
+    ///     fn init(&mut self, cx: &Context<'_, Self>, _: &str, _: ()) -> Result<(), Error> {
+    ///         cx.with_store(|store| {
+    ///             let n = store.get("starts").map_or(0, |v| v[0]);
+    ///             store.write("starts", vec![n + 1]);
+    ///             store.sync();
+    ///         });
+    ///         Ok(())
+    ///     }
+    ///     fn step(&mut self, cx: &mut Context<'_, Self>, _: Events<'_, ()>, out: &mut StepOutput<&'static str, u8>) -> Result<(), Error> {
+    ///         let n = cx.with_store(|store| store.get("starts").unwrap()[0]).unwrap();
+    ///         out.set_status(if n == 3 { Status::Done(n) } else { Status::Idle });
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let sim = Sim::<Starts>::builder().factory("starts", || Ok(Starts)).build();
+    /// let pid = sim.allocate_pid();
+    /// let join = sim.submit_named(pid, "starts", "main", ()).unwrap();
+    /// for _ in 0..2 {
+    ///     sim.run();
+    ///     assert!(sim.crash(pid, Duration::from_millis(5)));
+    /// }
+    /// assert_eq!(join.join(), Ok(3));
+    /// assert_eq!(sim.now(), Duration::from_millis(10));
+    /// assert!(sim.trace_text().contains("<0.1> restart starts\n"));
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`submit`](Self::submit)'s, and [`SubmitError::Init`] with
+    /// [`Error::UnknownFactory`] if no factory has that name (or with
+    /// the factory's error).
+    pub fn submit_named(
+        &self,
+        pid: Pid,
+        name: &str,
+        method: &str,
+        input: P::Input,
+    ) -> Result<JoinHandle<P>, SubmitError<P>>
+    where
+        P::Input: Clone + 'static,
+    {
+        let input: Box<dyn Fn() -> P::Input> = Box::new(move || input.clone());
+        let cell = self.shared.submit_named(pid, name, method, input)?;
+        Ok(JoinHandle::new(Rc::downgrade(&self.shared), pid, cell))
+    }
+
+    /// Crashes named process `pid` now ([`submit_named`](Self::submit_named))
+    /// and restarts it after `restart_after` of virtual time, as the
+    /// [`Faults::crash`] fault does (`crash (requested) lost=1 restart
+    /// t=5000us` in the trace). Whether it crashed: not if it is not
+    /// live, not named, or being stepped.
+    pub fn crash(&self, pid: Pid, restart_after: Duration) -> bool {
+        self.shared.crash(pid, None, Some(restart_after))
+    }
+
+    /// A copy of the durable store of the processes named `name`, as it
+    /// is now (with its unsynced writes; [`DurableStore::durable`] is what
+    /// a crash would leave); `None` if no process was started under that
+    /// name, or if a step has it out now.
+    #[must_use]
+    pub fn store(&self, name: &str) -> Option<DurableStore> {
+        self.shared.inner.borrow().stores.get(name)?.clone()
+    }
+
+    /// Heals every fault from now on: the probabilities of [`Faults`] go
+    /// to zero (clock skew and drift stay, as drawn), and so do the
+    /// [`Network`]'s loss, duplication and random partitions (its delay
+    /// stays); every partition, random or scripted, ends now; every
+    /// crashed process restarts now. Writes `heal` to the trace. A
+    /// liveness check ([`check_liveness`](Self::check_liveness)) heals at
+    /// its time.
+    pub fn heal(&self) {
+        self.shared.heal();
+    }
+
+    /// A liveness check: runs until virtual time `heal_at` (with the
+    /// faults), [heals](Self::heal) every fault, then runs until every
+    /// process of `pids` has ended, or until `within` of virtual time
+    /// after the heal. A system that only makes progress when nothing
+    /// fails must finish then; one that cannot recover from what the
+    /// faults did (a request lost for good, a process waiting for a reply
+    /// that never comes) is reported, not left to hang: the run stops at
+    /// the deadline, or earlier when nothing can happen any more (a
+    /// process that always continues is stopped by the step limit,
+    /// [`Builder::max_steps`]).
+    ///
+    /// `pids` are the processes that must finish: the clients, say (a
+    /// server that waits for requests forever may stay live).
+    ///
+    /// ```
+    /// # use stepsched_process::{Context, Error, Event, Events, Process, Status, StepOutput};
+    /// use std::time::Duration;
+    /// use stepsched_sim::Sim;
+    ///
+    /// /// Waits for one message.
+    /// struct Waits;
+    /// impl Process for Waits {
+    /// #   type Input = (); type Message = (); type Response = (); type Command = &'static str; type Output = ();
+    /// #   fn init(&mut self, _: &Context<'_, Self>, _: &str, _: ()) -> Result<(), Error> { Ok(()) }
+    ///     fn step(&mut self, _: &mut Context<'_, Self>, events: Events<'_, ()>, out: &mut StepOutput<&'static str, ()>) -> Result<(), Error> {
+    ///         let got = events.into_iter().any(|e| e.into_message().is_some());
+    ///         out.set_status(if got { Status::Done(()) } else { Status::Idle });
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let sim = Sim::<Waits>::builder().build();
+    /// let pid = sim.allocate_pid();
+    /// sim.submit(pid, Waits, "main", ()).unwrap();
+    /// let ms = Duration::from_millis;
+    /// let unfinished = sim.check_liveness(ms(10), ms(100), &[pid]).unwrap_err();
+    /// assert_eq!(unfinished.pids, vec![(pid, None)]);
+    /// assert!(unfinished.to_string().contains("did not finish by t=110000us"));
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Unfinished`]: the processes of `pids` still live at the end.
+    ///
+    /// # Panics
+    ///
+    /// If called from inside a step or a handler.
+    pub fn check_liveness(
+        &self,
+        heal_at: Duration,
+        within: Duration,
+        pids: &[Pid],
+    ) -> Result<Report, Unfinished> {
+        self.shared.check_liveness(heal_at, within, pids)
     }
 
     /// Sends `message` to process `pid`, from outside any process (its
@@ -361,16 +524,24 @@ impl<P: Process> Drop for Sim<P> {
     /// [`Error::Cancelled`]; their queued events and pending timers are
     /// dropped.
     fn drop(&mut self) {
-        let (live, timed, alarms, flights) = {
+        let (live, timed, alarms, flights, named) = {
             let mut inner = self.shared.inner.borrow_mut();
             inner.timers.clear();
+            inner.restarts.clear();
             (
                 std::mem::take(&mut inner.live),
                 std::mem::take(&mut inner.timed),
                 std::mem::take(&mut inner.alarms),
                 inner.net.take_flights(),
+                std::mem::take(&mut inner.named),
             )
         };
+        for (_, named) in named {
+            if named.down {
+                *named.result.borrow_mut() = Outcome::Done(Err(Error::Cancelled));
+            }
+            quietly_drop(named);
+        }
         for (_, mut entry) in live {
             entry.cancel.cancel();
             if let Some(process) = entry.process.take() {

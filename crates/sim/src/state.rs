@@ -14,7 +14,7 @@ use stepsched_process::{CancelToken, Error, Event, Pid, Process, Tag};
 use crate::builder::{FactoryFn, HandlerFn};
 use crate::net::NetState;
 use crate::rng::{SimRng, Streams};
-use crate::{Faults, Network, ShutdownReport};
+use crate::{DurableStore, Faults, Network, ShutdownReport};
 
 /// Where a queued event came from, for the per-sender order.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -76,6 +76,28 @@ pub(crate) struct Entry<P: Process> {
     pub(crate) terminated: bool,
     /// Its random streams: its schedule, its faults, its own numbers.
     pub(crate) streams: Streams,
+    /// Its name, if started by [`Sim::submit_named`](crate::Sim::submit_named).
+    pub(crate) name: Option<Rc<str>>,
+    /// Whether the faults of a process are aimed at it
+    /// ([`Faults::only_process`]).
+    pub(crate) aimed: bool,
+}
+
+/// A process started by name: how to restart it after a crash, and
+/// whether it is down now.
+pub(crate) struct Named<P: Process> {
+    /// Its name: its factory's, its store's.
+    pub(crate) name: Rc<str>,
+    /// The method and a maker of the input of its `init`, at each start.
+    pub(crate) method: String,
+    pub(crate) input: Box<dyn Fn() -> P::Input>,
+    /// Its result cell, kept across restarts: its join handle follows it.
+    pub(crate) result: ResultCell<P>,
+    /// Crashed, and not restarted yet.
+    pub(crate) down: bool,
+    /// How many times it crashed: a restart timer restarts only the crash
+    /// it was set for.
+    pub(crate) crashes: u64,
 }
 
 /// A runnable process in the ready queue: its key, then its PID (node,
@@ -152,6 +174,14 @@ pub(crate) struct Inner<P: Process> {
     pub(crate) shutdown: Option<Stopping>,
     /// The network: its links, the messages in flight, the partitions.
     pub(crate) net: NetState<P::Message>,
+    /// The processes started by name, by PID (while they have not ended).
+    pub(crate) named: BTreeMap<Pid, Named<P>>,
+    /// The durable stores, by name; `None` while a step has it out
+    /// ([`SimContextExt::with_store`](crate::SimContextExt::with_store)).
+    pub(crate) stores: BTreeMap<Rc<str>, Option<DurableStore>>,
+    /// The restarts waiting for their virtual time, by their sequence
+    /// number in `timers`: which process, after which crash.
+    pub(crate) restarts: HashMap<u64, (Pid, u64)>,
 }
 
 impl<P: Process> Inner<P> {
@@ -240,6 +270,12 @@ impl<P: Process> Inner<P> {
             .is_some_and(|e| e.serial == serial && !e.terminated)
     }
 
+    /// Whether `pid` is a named process that crashed and waits for its
+    /// restart.
+    pub(crate) fn down(&self, pid: Pid) -> bool {
+        self.named.get(&pid).is_some_and(|n| n.down)
+    }
+
     /// Whether a shutdown has begun.
     pub(crate) fn stopping(&self) -> bool {
         self.shutdown.is_some()
@@ -260,9 +296,10 @@ impl<P: Process> Inner<P> {
 /// What the simulator, its join handles and its completers share.
 pub(crate) struct Shared<P: Process> {
     pub(crate) seed: u64,
-    pub(crate) faults: Faults,
-    /// The network, if on.
-    pub(crate) network: Option<Network>,
+    /// The faults (all off once healed: [`Sim::heal`](crate::Sim::heal)).
+    pub(crate) faults: Cell<Faults>,
+    /// The network, if on (its faults off once healed).
+    pub(crate) network: Cell<Option<Network>>,
     /// Clones a message, for the network's duplicates (set with the
     /// network).
     pub(crate) clone_message: Option<CloneFn<P>>,

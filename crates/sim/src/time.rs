@@ -135,11 +135,18 @@ where
 
     /// Draws the clock of a process being submitted (the clock-skew
     /// fault), from its own stream, and writes it to the trace: nothing
-    /// when the fault is off.
-    pub(crate) fn draw_clock(&self, inner: &mut Inner<P>, pid: Pid, streams: &mut Streams) {
-        let max = self.faults.clock_skew;
-        let drift = self.faults.clock_drift.clamp(0.0, 0.5);
-        if max.is_zero() && drift <= 0.0 {
+    /// when the fault is off, or not `aimed` at it.
+    pub(crate) fn draw_clock(
+        &self,
+        inner: &mut Inner<P>,
+        pid: Pid,
+        streams: &mut Streams,
+        aimed: bool,
+    ) {
+        let faults = self.faults.get();
+        let max = faults.clock_skew;
+        let drift = faults.clock_drift.clamp(0.0, 0.5);
+        if !aimed || (max.is_zero() && drift <= 0.0) {
             return;
         }
         let rng = streams.get(Kind::Clock);
