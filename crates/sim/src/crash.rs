@@ -73,6 +73,8 @@ where
     /// Whether the crash fault fires after this step of live process
     /// `pid`: only for a named process the faults are aimed at, drawn
     /// from its own stream.
+    #[cold]
+    #[inline(never)]
     pub(crate) fn crash_drawn(&self, pid: Pid) -> bool {
         let p = self.faults.get().crash;
         let mut inner = self.inner.borrow_mut();
@@ -88,6 +90,8 @@ where
     /// after `after` (`None`: the crash fault, which draws the delay from
     /// the process's crash stream). Whether it crashed (it is live, not
     /// terminated, and named).
+    #[cold]
+    #[inline(never)]
     pub(crate) fn crash(&self, pid: Pid, process: Option<P>, after: Option<Duration>) -> bool {
         let mut inner = self.inner.borrow_mut();
         let crashable = inner.live.get(&pid).is_some_and(|e| {

@@ -200,6 +200,8 @@ where
 
     /// Drops `event`, a message for `pid`, which is down (crashed, not
     /// restarted yet): `dropped m<0.1> (down)` in the trace.
+    #[cold]
+    #[inline(never)]
     pub(crate) fn drop_down(&self, inner: &mut Inner<P>, pid: Pid, event: Ev<P>) {
         if self.tracing {
             let mut line = String::new();
