@@ -62,6 +62,23 @@
 //!   from 0 to the bound (and with [`Faults::clock_drift`], fast or slow),
 //!   drawn once from its own stream, one trace line per process
 //!   (`fault clock-skew +1234us`).
+//! - **Crash and restart.** A process started by name
+//!   ([`Sim::submit_named`], from the factory of that name) can crash
+//!   between steps ([`Faults::crash`], [`Sim::crash`]): it is dropped
+//!   without `close`, with its queued events, pending completions and
+//!   timers, and after a virtual delay a new process from its factory
+//!   starts under the same PID; messages sent to it while it is down are
+//!   dropped. What survives is what it synced to its [`DurableStore`]
+//!   ([`SimContextExt::with_store`]); a crash loses the unsynced writes.
+//!   Faults can be aimed at the processes of one name
+//!   ([`Faults::only_process`]) or the commands of one name
+//!   ([`Faults::only_handler`]).
+//! - **Exploration.** Swarm testing ([`Faults::swarm`]: each seed keeps
+//!   or turns off whole kinds of fault, and the trace's first line says
+//!   which), and a liveness check ([`Sim::check_liveness`]: run with
+//!   the faults, [heal](Sim::heal) them all at a virtual time, then
+//!   require the given processes to finish by a deadline, or report
+//!   them: [`Unfinished`]).
 //! - **Shutdown.** [`Sim::shutdown`] does what the scheduler's does: new
 //!   submits are refused with [`SubmitError::Stopping`], every live process
 //!   gets its [`CancelToken`] cancelled and a cancel event, and those still
@@ -76,7 +93,8 @@
 //! sources of processes ([`SimContextExt`]) and handlers
 //! ([`Completer::rng`]), and the test's own ([`Sim::rng`]). The schedule and
 //! the faults that concern one process (delay, reorder, short batch, the
-//! handler faults) have one stream per process, seeded also from its PID;
+//! handler faults, crash) have one stream per process, seeded also from
+//! its PID (and, after a restart, from its incarnation);
 //! the network's decisions (delay, loss, duplicate, partition) one stream
 //! per link, seeded also from both ends' PIDs. So:
 //!

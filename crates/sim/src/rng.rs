@@ -5,9 +5,8 @@
 //! with SplitMix64's finalizer): the same on every platform and in every
 //! build, never `std`'s `RandomState`. The schedule and the faults that
 //! concern one process (delay, reorder, short batch, the handler faults,
-//! crash)
-//! have one stream per process too, seeded also from its PID and from how
-//! many processes had that PID before it; the faults that concern the
+//! crash) have one stream per process too, seeded also from its PID and
+//! from how many processes had that PID before it; the faults that concern the
 //! whole simulation (terminate, shutdown) have one stream each. A draw
 //! from one stream never moves another, so a fault that is off, or too
 //! rare to fire, changes no other decision, and a process that does
