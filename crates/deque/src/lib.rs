@@ -49,77 +49,95 @@
 //! range, and the thief's CAS on `top` still succeeds because `top` did not
 //! move. One item is then handed to two workers — in Rust a double drop.
 //!
-//! ## One word that every pop changes
+//! ## A word that pops change only when a thief is claiming
 //!
-//! Here the owner's *pop count*, `top` and a third field, `flight`, live in
-//! a single 64-bit atomic word (see [`Head`](self)); the owner's *push
-//! count* lives in a second atomic that only the owner writes, and
-//! `bottom = pushes - pops`.
+//! Here `top`, a third field `flight`, and a *pop count* live in a single
+//! 64-bit atomic word (see [`Head`](self)); `bottom` lives in a second
+//! atomic that only the owner writes.
 //!
-//! * `push` writes the slot, then stores `pushes + 1` (Release): a plain
+//! * `push` writes the slot, then stores `bottom + 1` (Release): a plain
 //!   store, as in the classic deque;
-//! * `pop` increments `pops` in the word with a CAS (Release);
-//! * a thief loads the word (Acquire) and `pushes`; if the deque holds
-//!   items and no other thief is claiming (`flight == 0`), it takes the
-//!   *claim reservation* with a CAS of the word that sets `flight` to
-//!   `RESERVED` (Acquire). Holding it, it loads `pushes` again (Acquire),
-//!   computes `bottom`, and claims `n` items with a second CAS that expects
-//!   the reserved word and moves `top` to `top + n`, `flight` to `n`. If
-//!   that CAS fails, the thief clears `flight` (`fetch_and`) and returns
-//!   [`Steal::Retry`].
+//! * a thief loads the word; if the deque holds items and no other thief
+//!   is claiming (`flight == 0`), it takes the *claim reservation* with a
+//!   CAS of the word that sets `flight` to `RESERVED`. Holding it, it issues
+//!   a SeqCst fence, loads `bottom` (Acquire), and claims `n` items with a
+//!   second CAS that expects the reserved word and moves `top` to `top + n`,
+//!   `flight` to `n`. If that CAS fails, the thief clears `flight`
+//!   (`fetch_and`) and returns [`Steal::Retry`];
+//! * `pop` lowers `bottom` (a Release store), issues a SeqCst fence and
+//!   loads the word, as the classic pop does. If `top` has reached the old
+//!   `bottom`, a claim took the item: it puts `bottom` back and reports the
+//!   deque empty. Otherwise the item is its own, with one exception: if
+//!   the word shows a held reservation, the pop first changes the word by a
+//!   CAS that increments the pop count, which makes that reservation's
+//!   claim fail.
 //!
-//! While a thief holds the reservation, every other thief sees
-//! `flight != 0` and backs off, so only the owner's pops change the word.
-//! The claiming CAS therefore succeeds only if the owner did not pop since
-//! the reservation (the next section shows the pop count cannot come round
-//! under it); pushes since then only mean the thief saw a smaller `bottom`
-//! than the real one. So every successful claim lies inside `[top, bottom)`
-//! as it was when the claim took effect, and the items a concurrent pop
-//! takes are never inside a claimed batch.
+//! Why a pop that finds no reservation may keep its item without a CAS:
+//! the two fences form Dekker's pair. Take a thief whose claim succeeds,
+//! and any pop. If the pop's fence comes first in the single order of
+//! SeqCst operations, the thief's load of `bottom`, after its own fence,
+//! sees the lowered `bottom` (or a later value), so its claim lies below
+//! the popped index. If the thief's fence comes first, the pop's load of the
+//! word, after its fence, reads the reservation or a later value (the
+//! reservation is an atomic step before the thief's fence; a read after the
+//! later fence cannot be coherence-ordered before it). The pop then either
+//! sees the reservation still held, and its CAS fails the claim, or sees the
+//! claim itself in `top` and gives way when it covers the item. (A later
+//! word may also show the reservation given back: then nothing was claimed.)
+//! A claim is thus never computed from a `bottom` older than a pop whose
+//! item it covers: every successful claim lies inside `[top, bottom)` as it
+//! is when the claim takes effect, and items a concurrent pop takes are
+//! never inside a claimed batch.
 //!
-//! The Release CAS of `pop` paired with the thief's Acquire of the word
-//! makes its later `pushes` loads see every push before that pop; a thief's
-//! Release when it ends a claim passes on the pushes it saw to the next
-//! thief's Acquire (the owner's pop CASes in between continue that release
-//! sequence). So the `bottom` a thief computes is never below `top`, and an
-//! item pushed before a steal that stays in the deque is always seen:
-//! `steal` reports [`Steal::Empty`] only when no such item exists.
+//! Only one thief holds the reservation at a time (the others see
+//! `flight != 0` and back off), so while it does only the owner's
+//! reservation-breaking pops change the word, and the claiming CAS succeeds
+//! only if no pop found the reservation (the next section shows the pop
+//! count cannot come round under it).
 //!
-//! The cost is that `pop` is one CAS where the classic pop pays a SeqCst
-//! fence (and a CAS only for the last item), and a steal is two CASes and a
-//! `fetch_sub`; `benches/` measures them against crossbeam-deque and st3.
+//! The owner's Release stores of `bottom` (by pushes, pops and a pop's
+//! undo alike) publish every slot it wrote before; the thief's Acquire load
+//! of `bottom` after its fence makes the slots it claims visible. The word
+//! itself publishes nothing, so thieves and pops read and change it with
+//! Relaxed orderings.
+//!
+//! The cost: `pop` pays the classic deque's store, fence and load, plus a
+//! CAS only when a thief holds the reservation at that instant; a steal is
+//! two CASes, a fence and a `fetch_sub`. `benches/` measures them against
+//! crossbeam-deque and st3.
 //!
 //! ## The pop count's period
 //!
-//! `pops` is a 28-bit counter, so on its own the word repeats: had the
-//! owner popped exactly 2<sup>28</sup> times (pushing in between) while a
-//! thief stalled between its snapshot and its claiming CAS, the word would
-//! be bit-identical again, the CAS would succeed, and the batch, sized for
-//! items since popped, would hand some out twice. Two rules rule this out,
-//! however long any thread stalls:
+//! `pops` is a 28-bit counter of the pops that found a reservation, so on
+//! its own the word repeats: had the owner made exactly 2<sup>28</sup> such
+//! pops while a thief stalled between its reservation and its claiming CAS,
+//! the word would be bit-identical again, the CAS would succeed, and the
+//! batch, sized from a `bottom` read before those pops, would hand some
+//! items out twice. Two rules rule this out, however long any thread
+//! stalls:
 //!
 //! 1. The claim is computed only from what the thief read *under the
-//!    reservation*: the reservation CAS replaced exactly the word it
-//!    compares, and `pushes` is loaded after it. The reservation CAS itself
-//!    may succeed on a word that came round again; that is harmless, since
-//!    it claims nothing.
+//!    reservation*: `bottom` is loaded after the reservation CAS and its
+//!    fence, and `top` is the one the reservation CAS replaced. The
+//!    reservation CAS itself may succeed on a word that came round again;
+//!    that is harmless, since it claims nothing.
 //! 2. A pop that brings the pop count to zero and finds `flight == RESERVED`
 //!    stores `flight = STALE` instead. Only the reserving thief leaves
 //!    `RESERVED` or `STALE` (by its claiming CAS, or by clearing `flight`):
 //!    other thieves' CASes expect `flight == 0`, and pops copy `flight`
 //!    unchanged except by this rule.
 //!
-//! Suppose the claiming CAS succeeds, and the owner popped `k` times since
+//! Suppose the claiming CAS succeeds, and `k` pops changed the word since
 //! the reservation, which it took with pop count `p`. Only those pops wrote
 //! the word in between, so the CAS found pop count `p + k mod 2^28`, which
 //! equals `p` only if `k` is 0 or at least 2<sup>28</sup>. But any
-//! 2<sup>28</sup> consecutive pops include one that brings the count to
-//! zero; that pop turned the reservation `STALE`, which nobody but the
+//! 2<sup>28</sup> consecutive increments include one that brings the count
+//! to zero; that pop turned the reservation `STALE`, which nobody but the
 //! stalled thief could undo, and the CAS, which expects `RESERVED`, would
-//! have failed. So `k = 0`: no pop between the reservation and the claim,
-//! and the claim fits under the real `bottom`. The owner pays a compare of
-//! its new pop count with zero (a branch taken once every 2<sup>28</sup>
-//! pops); `push` pays nothing. A thief whose reservation went stale just
+//! have failed. So `k = 0`: no pop found the reservation, and by the
+//! previous section every pop since it left the claimed items alone. The
+//! owner pays a compare of its new pop count with zero, on the CAS path
+//! only; `push` pays nothing. A thief whose reservation went stale just
 //! returns `Retry`.
 //!
 //! ## Claim, then copy
@@ -146,18 +164,14 @@
 //!
 //! ## Lengths
 //!
-//! [`Stealer::len`] loads the word, then `pushes` (Acquire), then the word
-//! again, and retries if the pop count changed. A pop before the push that
-//! stored the value read would be seen by the second load, so `pushes` was
-//! stored while the pop count was the one read: `pushes - pops` is a
-//! `bottom` the deque really had, and no later than the second load. With
-//! `top` from the second load, the length is at most the real length at
-//! that load and counts every item that stays in the deque throughout the
-//! call. A claim may have moved `top` past that `bottom` (its thief saw
-//! later pushes): that counts as 0. These bounds hold while fewer than
-//! 2<sup>28</sup> pops and 2<sup>27</sup> pushes happen during the call.
-//! [`Worker::len`] reads the word once with the owner's exact counts: it is
-//! exact unless a thief is claiming, and never below the current length.
+//! [`Stealer::len`] loads the word, then `bottom`. An item that stays in
+//! the deque throughout the call lies in `[top, bottom)` for both values,
+//! so it is counted; the count may include items stolen between the two
+//! loads (`top` only grows), never items popped before the second. A
+//! `bottom` below `top` (a pop that a claim overtook, read before the pop
+//! put `bottom` back) counts as 0. [`Worker::len`] reads the word once with
+//! the owner's own `bottom`: it is exact unless a thief is claiming, and
+//! never below the current length.
 //!
 //! ## Growth and reclamation
 //!
@@ -174,7 +188,7 @@
 //!
 //! ## Limits
 //!
-//! Indices and counts are 28-bit counters that wrap, so the capacity is at most
+//! Indices and the pop count are 28-bit counters that wrap, so the capacity is at most
 //! 2<sup>27</sup> items; `push` panics beyond it. A batch is at most 253
 //! items (the two highest values of the 8-bit `flight` field are `STALE`
 //! and `RESERVED`).
@@ -183,7 +197,11 @@
 //!
 //! Built with `RUSTFLAGS="--cfg stepsched_loom"`, the crate swaps its atomics
 //! and cells for [loom](https://docs.rs/loom)'s, and `src/loom_tests.rs`
-//! explores every interleaving of pop racing steal for the last item,
+//! explores every interleaving of pop racing steal for the last item
+//! (loom models SeqCst fences as a total order that also synchronizes, which
+//! is stronger than C++20's: the fence argument above is written for the
+//! weaker model, and the ledger shows each fence is needed even under the
+//! stronger one),
 //! steal-half racing several pops, steal-half racing another steal, a
 //! growing push racing a thief, the owner's pushes wrapping onto (or
 //! growing past) a slot a thief is copying, push-then-pop racing a steal
@@ -213,7 +231,7 @@ use crossbeam_utils::CachePadded;
 
 use crate::primitive::cell::UnsafeCell;
 use crate::primitive::sync::Arc;
-use crate::primitive::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use crate::primitive::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering, fence};
 
 /// The most items one [`Stealer::steal_half_into`] moves.
 pub const DEFAULT_STEAL_LIMIT: usize = 32;
@@ -300,12 +318,12 @@ impl Head {
         if flight >= STALE { 0 } else { flight as u32 }
     }
 
-    /// Both ends, given the owner's push count.
+    /// Both ends, given `bottom`.
     #[inline]
-    fn ends(self, pushes: u32) -> Ends {
+    fn ends(self, bottom: u32) -> Ends {
         Ends {
             top: self.top(),
-            bottom: pushes.wrapping_sub(self.pops()) & IDX_MASK,
+            bottom: bottom & IDX_MASK,
             in_flight: self.in_flight(),
         }
     }
@@ -334,7 +352,7 @@ impl fmt::Debug for Head {
     }
 }
 
-/// A snapshot of both ends: `bottom = pushes - pops`.
+/// A snapshot of both ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Ends {
     top: u32,
@@ -344,9 +362,13 @@ struct Ends {
 
 impl Ends {
     /// Items between `top` and `bottom`: the items available to pop or steal.
+    /// A `bottom` below `top` (an owner's pop that a claim overtook, seen
+    /// before the owner put `bottom` back) counts as 0: real lengths stay
+    /// below `MAX_CAPACITY`, so a difference above it is negative.
     #[inline]
     fn len(self) -> u32 {
-        self.bottom.wrapping_sub(self.top) & IDX_MASK
+        let len = self.bottom.wrapping_sub(self.top) & IDX_MASK;
+        if len as usize > MAX_CAPACITY { 0 } else { len }
     }
 
     /// Slots in use: the available items plus the in-flight ones.
@@ -500,9 +522,10 @@ impl<T> Buffer<T> {
 struct Inner<T> {
     /// `pops`, `top` and `in_flight` (see [`Head`]).
     head: CachePadded<AtomicU64>,
-    /// How many items the owner has pushed (a 28-bit wrapping counter).
-    /// `bottom` is `pushes - pops`. Written only by the owner.
-    pushes: CachePadded<AtomicU32>,
+    /// `bottom`: one past the newest item (a 28-bit wrapping index).
+    /// Written only by the owner: up by a push, down by a pop, and back up
+    /// by a pop that finds a claim took its item.
+    bottom: CachePadded<AtomicU32>,
     /// The current ring. Written only by the owner (on growth).
     buffer: CachePadded<AtomicPtr<Buffer<T>>>,
     /// Rings replaced by growth, kept until the deque is dropped (loom does
@@ -527,7 +550,7 @@ impl<T> Drop for Inner<T> {
         // Relaxed: `&mut self` means every handle is gone; the Arc's drop
         // already synchronized with their last uses.
         let ends =
-            Head(self.head.load(Ordering::Relaxed)).ends(self.pushes.load(Ordering::Relaxed));
+            Head(self.head.load(Ordering::Relaxed)).ends(self.bottom.load(Ordering::Relaxed));
         debug_assert_eq!(
             Head(self.head.load(Ordering::Relaxed)).flight(),
             0,
@@ -578,8 +601,8 @@ pub struct Worker<T> {
     inner: Arc<Inner<T>>,
     /// The owner's copy of `inner.buffer` (only the owner changes it).
     buffer: Cell<*mut Buffer<T>>,
-    /// The owner's copy of `inner.pushes` (only the owner changes it).
-    pushes: Cell<u32>,
+    /// The owner's copy of `inner.bottom` (only the owner changes it).
+    bottom: Cell<u32>,
     /// `Worker` is `!Sync`: its `&self` methods assume a single caller.
     _not_sync: PhantomData<*mut ()>,
 }
@@ -621,7 +644,7 @@ impl<T> Worker<T> {
         let buffer = Buffer::alloc(cap);
         let inner = Arc::new(Inner {
             head: CachePadded::new(AtomicU64::new(Head::new(0, start, 0).0)),
-            pushes: CachePadded::new(AtomicU32::new(start & IDX_MASK)),
+            bottom: CachePadded::new(AtomicU32::new(start & IDX_MASK)),
             buffer: CachePadded::new(AtomicPtr::new(buffer)),
             #[cfg(stepsched_loom)]
             retired: UnsafeCell::new(Vec::new()),
@@ -629,7 +652,7 @@ impl<T> Worker<T> {
         Worker {
             inner,
             buffer: Cell::new(buffer),
-            pushes: Cell::new(start & IDX_MASK),
+            bottom: Cell::new(start & IDX_MASK),
             _not_sync: PhantomData,
         }
     }
@@ -660,25 +683,32 @@ impl<T> Worker<T> {
     /// assert_eq!(w.len(), 1);
     /// ```
     pub fn len(&self) -> usize {
-        // Relaxed: `pops` is ours and thieves only move `top`; the result is
-        // exact for the owner up to concurrent steals.
+        // Relaxed: `bottom` is ours and thieves only move `top`; the result
+        // is exact for the owner up to concurrent steals.
         self.ends(Ordering::Relaxed).len() as usize
     }
 
-    /// Both ends, as the owner sees them: `pushes` from our own copy.
+    /// Both ends, as the owner sees them: `bottom` from our own copy.
     #[inline]
     fn ends(&self, order: Ordering) -> Ends {
-        Head(self.inner.head.load(order)).ends(self.pushes.get())
+        Head(self.inner.head.load(order)).ends(self.bottom.get())
     }
 
-    /// Publishes `pushes` advanced by `n`.
+    /// Publishes `bottom` moved up by `n` pushes.
     #[inline]
     fn publish_pushes(&self, n: u32) {
-        let pushes = self.pushes.get().wrapping_add(n) & IDX_MASK;
-        self.pushes.set(pushes);
-        // Release: publishes the slot writes to a thief whose Acquire load
-        // of `pushes` reads this value or a later one.
-        self.inner.pushes.store(pushes, Ordering::Release);
+        let bottom = self.bottom.get().wrapping_add(n) & IDX_MASK;
+        self.set_bottom(bottom);
+    }
+
+    /// Sets `bottom`, ours and the shared one.
+    #[inline]
+    fn set_bottom(&self, bottom: u32) {
+        self.bottom.set(bottom);
+        // Release: publishes every slot this thread wrote before (by pushes
+        // up to here) to a thief whose Acquire load of `bottom` reads this
+        // value, whether a push, a pop or a pop's undo stored it.
+        self.inner.bottom.store(bottom, Ordering::Release);
     }
 
     /// Whether the deque holds no item.
@@ -728,8 +758,11 @@ impl<T> Worker<T> {
 
     /// Pops the most recently pushed item (LIFO).
     ///
-    /// Lock-free: one CAS, retried only if a thief changed the word between
-    /// the load and the CAS.
+    /// Wait-free and, unless a thief holds the claim reservation at that
+    /// moment, without a read-modify-write: a store of `bottom`, a SeqCst
+    /// fence and a load of the word, as in the classic deque. Against a
+    /// held reservation, one CAS (retried only if a thief changed the word
+    /// in between).
     ///
     /// ```
     /// let w = stepsched_deque::Worker::new();
@@ -739,43 +772,65 @@ impl<T> Worker<T> {
     /// ```
     #[inline]
     pub fn pop(&self) -> Option<T> {
-        // Relaxed: the slot we take was written by this thread (push, growth
-        // copy or steal_half_into), so reading it needs no ordering with
-        // other threads; exclusivity comes from the CAS's atomicity.
+        let bottom = self.bottom.get();
+        // Relaxed: only to tell an empty deque. `top` only grows, so if no
+        // item is left now none appears before our next push; the slot we
+        // take was written by this thread, so it needs no ordering.
+        if Head(self.inner.head.load(Ordering::Relaxed))
+            .ends(bottom)
+            .len()
+            == 0
+        {
+            return None;
+        }
+        let index = bottom.wrapping_sub(1) & IDX_MASK;
+        self.set_bottom(index);
+        // SeqCst: Dekker's exclusion with a thief's fence between its
+        // reservation and its load of `bottom`: either it sees the lowered
+        // `bottom`, or our load below sees its reservation (or what it did
+        // with it). See the module docs.
+        fence(Ordering::SeqCst);
+        // Relaxed: the fence orders it; we read no slot a thief wrote.
         let mut current = self.inner.head.load(Ordering::Relaxed);
         loop {
             let head = Head(current);
-            let ends = head.ends(self.pushes.get());
-            if ends.len() == 0 {
+            if head.ends(bottom).len() == 0 {
+                // A claim took `index` (it moved `top` to `bottom`): put
+                // `bottom` back; the deque is empty.
+                self.set_bottom(bottom);
                 return None;
             }
+            if head.flight() < STALE {
+                // No reservation held: every thief either saw the lowered
+                // `bottom` or has a claim we see in `top`.
+                break;
+            }
+            // A thief holds the reservation; it may have read `bottom`
+            // before we lowered it. Change the word so its claim fails.
             let pops = head.pops().wrapping_add(1) & IDX_MASK;
             let mut new = Head::new(pops, head.top(), head.flight());
             if pops == 0 {
                 new = pop_count_wraps(new);
             }
-            // Release: a thief that Acquire-loads this word and then loads
-            // `pushes` sees every push before this pop, so the `bottom` it
-            // computes is never below `top`. Relaxed on failure: we retry
-            // from the value read. Any thief's claim either replaced an
-            // older word (our CAS fails and we retry) or is computed from
-            // `new`, and then ends below the index we take.
+            // Relaxed: the CAS only has to make the pending claim fail. A
+            // thief that reserves after it read the word we loaded after our
+            // fence, a value coherence-ordered before its reservation, so our
+            // fence precedes its fence and its load of `bottom` sees ours.
+            // Relaxed on failure: we decide again from the value read.
             match self.inner.head.compare_exchange_weak(
                 current,
                 new.0,
-                Ordering::Release,
+                Ordering::Relaxed,
                 Ordering::Relaxed,
             ) {
-                Ok(_) => {
-                    let index = ends.bottom.wrapping_sub(1) & IDX_MASK;
-                    // SAFETY: our CAS took `index` out of `[top, bottom)`
-                    // atomically, so no thief can claim it; the slot was
-                    // written by this thread and holds an item.
-                    return Some(unsafe { (*self.buffer.get()).read(index) });
-                }
+                Ok(_) => break,
                 Err(actual) => current = actual,
             }
         }
+        // SAFETY: `index` is ours: no claim pending at the word we decided
+        // on can reach it (see the module docs), claims seen there end at
+        // or below it, and the slot was written by this thread.
+        Some(unsafe { (*self.buffer.get()).read(index) })
     }
 
     /// Makes room for `extra` more items: doubles the ring (more than once
@@ -988,17 +1043,13 @@ impl<T> Stealer<T> {
         Steal::Success(first)
     }
 
-    /// The number of items in the deque: never more than it held when this
-    /// call last read its state, and counting every item that stays in it
-    /// throughout the call.
+    /// The number of items in the deque, counting every item that stays in
+    /// it throughout the call.
     ///
-    /// The deque changes under a reader, so this is a bound, not an exact
-    /// count: items a concurrent push adds may be missed, and items a thief
-    /// is copying out are not counted. The bounds hold as long as the owner
-    /// pops fewer than 2<sup>28</sup> times and pushes fewer than
-    /// 2<sup>27</sup> times during the call (the counters' range); beyond
-    /// that the result is only known to be at most 2<sup>27</sup>.
-    /// Lock-free: the reads are retried if the owner pops in between.
+    /// The deque changes under a reader, so this is a snapshot, not an
+    /// exact count: items a concurrent push adds may be missed, items
+    /// popped or stolen during the call may still be counted, and items a
+    /// thief is copying out are not counted. Wait-free: two loads.
     ///
     /// ```
     /// let w = stepsched_deque::Worker::new();
@@ -1006,33 +1057,16 @@ impl<T> Stealer<T> {
     /// assert_eq!(w.stealer().len(), 1);
     /// ```
     pub fn len(&self) -> usize {
-        loop {
-            // Acquire: synchronizes with the Release CAS of the last pop
-            // (and the Release of the last claim), so the `pushes` load
-            // below sees every push before it.
-            let first = Head(self.inner.head.load(Ordering::Acquire));
-            hook::run(hook::Point::BetweenLoads);
-            // Acquire: orders the second load of the word after this one,
-            // and synchronizes with the push that stored the value, so a
-            // pop before that push is visible to the second load.
-            let pushed = self.inner.pushes.load(Ordering::Acquire);
-            // Relaxed: its position after the Acquire load above is all it
-            // needs (a pop that preceded the push we read is seen).
-            let second = Head(self.inner.head.load(Ordering::Relaxed));
-            if first.pops() != second.pops() {
-                // The owner popped in between: `pushes` may be from after
-                // that pop, and this pair of counts never coexisted.
-                continue;
-            }
-            // No pop between the two loads, so `pushes` was stored while
-            // the pop count was `pops`: `bottom` is a bottom the deque had,
-            // at most its bottom at the second load. `top` is from the
-            // second load; a claim may have moved it past our `bottom`
-            // (the claiming thief saw later pushes): then nothing is
-            // counted.
-            let len = second.ends(pushed).len() as usize;
-            return if len > MAX_CAPACITY { 0 } else { len };
-        }
+        // Relaxed, both: no slot is read; an item pushed before the call
+        // (happens-before) is seen by coherence, and `top` only grows, so
+        // the value of `top` we use is never above the top at the second
+        // load.
+        let head = Head(self.inner.head.load(Ordering::Relaxed));
+        hook::run(hook::Point::BetweenLoads);
+        let bottom = self.inner.bottom.load(Ordering::Relaxed);
+        // An item that stays in the deque throughout lies in `[top, bottom)`
+        // for both values read; a `bottom` below `top` counts as 0.
+        head.ends(bottom).len() as usize
     }
 
     /// Whether the deque holds no item: `len() == 0`, with the same bounds
@@ -1050,49 +1084,51 @@ impl<T> Stealer<T> {
     /// returns the first claimed index and the count; the caller must copy
     /// the items out and then call `release`.
     ///
-    /// Two CASes: the first takes the claim reservation (`flight` 0 →
-    /// [`RESERVED`]), the second moves `top` by `n` and sets `flight = n`.
-    /// The second succeeds only if the owner did not pop in between (see
-    /// the module docs).
+    /// Two CASes and a SeqCst fence: the first CAS takes the claim
+    /// reservation (`flight` 0 → [`RESERVED`]), the fence orders it before
+    /// the load of `bottom`, and the second CAS moves `top` by `n` and sets
+    /// `flight = n`. The second succeeds only if no pop found the
+    /// reservation in between (see the module docs).
     #[inline]
     fn claim(&self, limit: usize) -> Steal<(u32, u64)> {
-        // Acquire: synchronizes with the Release CAS of the last pop and the
-        // Release of the last claim, so `pushes` below is never behind
-        // them and `bottom` is never below `top`.
-        let head = Head(self.inner.head.load(Ordering::Acquire));
-        // Relaxed: here only to tell an empty deque cheaply. The Acquire
-        // load of the word above makes this value no older than the pushes
-        // before the last pop, so an item that stays in the deque is seen;
-        // no slot is read on the strength of this value.
-        let pushes = self.inner.pushes.load(Ordering::Relaxed);
-        if head.ends(pushes).len() == 0 {
+        // Relaxed: a thief reads only slots it claimed, below a `bottom` it
+        // loads with Acquire after its fence; nothing it reads was published
+        // through this word.
+        let head = Head(self.inner.head.load(Ordering::Relaxed));
+        // Relaxed: here only to tell an empty deque cheaply. An item pushed
+        // before this call (happens-before) is counted by coherence; no slot
+        // is read on the strength of this value.
+        let bottom = self.inner.bottom.load(Ordering::Relaxed);
+        if head.ends(bottom).len() == 0 {
             return Steal::Empty;
         }
         if head.flight() != 0 {
             // Another thief is claiming or copying a batch out: one at a
-            // time. (Its claim may have moved `top` past the `bottom` we
-            // computed from older pushes; that lands here too.)
+            // time.
             return Steal::Retry;
         }
         hook::run(hook::Point::BeforeReserve);
         let reserved = Head(head.0 | RESERVED);
-        // Acquire: as the load above, for the value we replace (which may be
-        // newer than the one we loaded, if it came round again). Relaxed on
-        // failure: we give up without reading anything.
+        // Relaxed: as the load above; the reservation only has to be one
+        // atomic step in the word's order, which the fence below then
+        // orders against the pops' fences. Relaxed on failure: we give up
+        // without reading anything.
         if self
             .inner
             .head
-            .compare_exchange(head.0, reserved.0, Ordering::Acquire, Ordering::Relaxed)
+            .compare_exchange(head.0, reserved.0, Ordering::Relaxed, Ordering::Relaxed)
             .is_err()
         {
             return Steal::Retry;
         }
-        // Acquire: synchronizes with the Release store of `push`, so the
-        // slots below the `bottom` we compute are written and visible. Read
-        // after the reservation, so it is no older than the pop count in
-        // `reserved`.
-        let pushes = self.inner.pushes.load(Ordering::Acquire);
-        let ends = reserved.ends(pushes);
+        // SeqCst: pairs with the fence of every pop (see `Worker::pop`):
+        // either that pop's load of the word sees our reservation (and its
+        // CAS then fails our claim), or our load below sees its `bottom`.
+        fence(Ordering::SeqCst);
+        // Acquire: synchronizes with the owner's Release store of `bottom`,
+        // so the slots below it are written and visible.
+        let bottom = self.inner.bottom.load(Ordering::Acquire);
+        let ends = reserved.ends(bottom);
         let len = ends.len() as usize;
         if len == 0 {
             self.unreserve();
@@ -1101,12 +1137,13 @@ impl<T> Stealer<T> {
         let n = len.div_ceil(2).min(limit) as u64;
         hook::run(hook::Point::BeforeClaim);
         let new = Head::new(reserved.pops(), ends.top.wrapping_add(n as u32), n);
-        // Relaxed: the reservation and the `pushes` load already acquired
+        // Relaxed: the reservation and the `bottom` load already acquired
         // everything we read. Success means the word is still `reserved`:
-        // no pop since the reservation (a pop changes `pops`, and `pops`
-        // cannot come round again without passing zero, which turns the
-        // reservation STALE), so every index we claim is below the
-        // `bottom` computed from `pushes`. Relaxed on failure: we give up.
+        // no pop found the reservation since we took it (such a pop changes
+        // `pops`, and `pops` cannot come round again without passing zero,
+        // which turns the reservation STALE), so every pop since then either
+        // lowered `bottom` before our load or left our indices alone.
+        // Relaxed on failure: we give up.
         match self.inner.head.compare_exchange(
             reserved.0,
             new.0,
@@ -1125,8 +1162,7 @@ impl<T> Stealer<T> {
     #[cold]
     fn unreserve(&self) {
         // Relaxed: we read no slot under the reservation, so there is
-        // nothing to publish; an RMW, it continues the release sequence of
-        // the last pop for the next thief's Acquire.
+        // nothing to publish.
         self.inner.head.fetch_and(!FLIGHT_MASK, Ordering::Relaxed);
     }
 
@@ -1231,8 +1267,8 @@ mod hook {
         BeforeReserve,
         /// Between a thief's reservation and its claiming CAS.
         BeforeClaim,
-        /// In `Stealer::len`, between the loads of the head word and of the
-        /// push count.
+        /// In `Stealer::len`, between the loads of the head word and of
+        /// `bottom`.
         BetweenLoads,
     }
 

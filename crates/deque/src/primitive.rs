@@ -13,7 +13,7 @@ pub(crate) mod sync {
     pub(crate) use std::sync::Arc;
 
     pub(crate) mod atomic {
-        pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+        pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering, fence};
     }
 }
 
@@ -22,7 +22,7 @@ pub(crate) mod sync {
     pub(crate) use loom::sync::Arc;
 
     pub(crate) mod atomic {
-        pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+        pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering, fence};
     }
 }
 
