@@ -68,6 +68,7 @@
 
 mod cancel;
 mod command;
+mod complete;
 mod error;
 mod event;
 mod output;
@@ -80,6 +81,7 @@ pub mod state;
 
 pub use cancel::CancelToken;
 pub use command::{Command, NoCommand};
+pub use complete::{Complete, PortableHandler, portable};
 pub use error::{BoxError, Error};
 pub use event::{Event, EventKind, Events, Tag};
 pub use output::{INLINE_YIELDS, Status, StepOutput, Yield, Yields, YieldsDrain, YieldsIter};
