@@ -13,6 +13,7 @@ use stepsched_relay::{PidAllocator, RoutingTable};
 use crate::SchedProcess;
 use crate::handle::Handle;
 use crate::handler::{Completer, Handler, Variant};
+use stepsched_process::PortableHandler;
 use crate::primitive::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use crate::primitive::sync::{Arc, Condvar, Mutex};
 use crate::scheduler::Scheduler;
@@ -140,12 +141,95 @@ impl<P: SchedProcess> Builder<P> {
     ///
     /// A command no handler is registered for completes its yield with
     /// [`Error::Failed`] (`unknown command `name``).
+    ///
+    /// A handler written once for this scheduler and the `stepsched-sim`
+    /// simulator is a [`PortableHandler`]: see
+    /// [`portable_handler`](Self::portable_handler).
     pub fn handler<F>(mut self, name: impl Into<String>, handler: F) -> Self
     where
         F: Fn(P::Command, Completer<P>) + Send + Sync + 'static,
     {
         self.handlers.insert(name.into(), Arc::new(handler));
         self
+    }
+
+    /// Registers a [`PortableHandler`] for commands named `name`: a handler
+    /// written once, generic over the completer
+    /// ([`Complete`](crate::Complete)), that the `stepsched-sim` simulator's
+    /// `Builder::portable_handler` takes too, so a test under the
+    /// simulator tests the handler that runs here. A later registration
+    /// under the same name replaces an earlier one.
+    ///
+    /// It costs what a closure registered with [`handler`](Self::handler)
+    /// costs: the handler is called with this scheduler's [`Completer`],
+    /// statically, with no allocation or dynamic dispatch of its own. It
+    /// is [`handler`](Self::handler)`(name, `[`portable`](crate::portable)`(handler))`.
+    ///
+    /// ```
+    /// use stepsched::{
+    ///     Builder, Command, Complete, Context, Error, Events, PortableHandler, Process, Status,
+    ///     StepOutput,
+    /// };
+    ///
+    /// /// Asks for the square of a number.
+    /// struct Square(u64);
+    /// impl Command for Square {
+    ///     fn name(&self) -> &str {
+    ///         "square"
+    ///     }
+    /// }
+    ///
+    /// /// Yields a square of 6, finishes with the answer.
+    /// struct Asker;
+    /// impl Process for Asker {
+    ///     type Input = ();
+    ///     type Message = ();
+    ///     type Response = u64;
+    ///     type Command = Square;
+    ///     type Output = u64;
+    ///     fn init(&mut self, _: &Context<'_, Self>, _: &str, _: ()) -> Result<(), Error> {
+    ///         Ok(())
+    ///     }
+    ///     fn step(
+    ///         &mut self,
+    ///         _: &mut Context<'_, Self>,
+    ///         events: Events<'_, (), u64>,
+    ///         out: &mut StepOutput<Square, u64>,
+    ///     ) -> Result<(), Error> {
+    ///         match events.filter_map(|e| e.into_result()).next() {
+    ///             Some(result) => out.set_status(Status::Done(result?)),
+    ///             None => {
+    ///                 out.push_yield(1, Square(6));
+    ///                 out.set_status(Status::Yield);
+    ///             }
+    ///         }
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// /// Written once: the same value serves the simulator.
+    /// struct Squarer;
+    /// impl PortableHandler<Asker> for Squarer {
+    ///     fn handle<C: Complete<Asker>>(&self, Square(n): Square, done: C) {
+    ///         done.complete(Ok(n * n));
+    ///     }
+    /// }
+    ///
+    /// let scheduler = Builder::<Asker>::new()
+    ///     .workers(1)
+    ///     .portable_handler("square", Squarer)
+    ///     .build()
+    ///     .unwrap();
+    /// let join = scheduler.submit(scheduler.allocate_pid(), Asker, "run", ()).unwrap();
+    /// assert_eq!(join.join(), Ok(36));
+    /// ```
+    pub fn portable_handler<H>(self, name: impl Into<String>, handler: H) -> Self
+    where
+        H: PortableHandler<P> + Send + Sync + 'static,
+    {
+        self.handler(name, move |command, done: Completer<P>| {
+            handler.handle(command, done);
+        })
     }
 
     /// Registers the handler for one variant of the command type, named

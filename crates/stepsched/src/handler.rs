@@ -5,7 +5,7 @@ use std::cell::Cell;
 use std::fmt;
 use std::mem::ManuallyDrop;
 
-use stepsched_process::{Error, Event, Pid, Process, Tag};
+use stepsched_process::{Complete, Error, Event, Pid, Process, Tag};
 
 use crate::SchedProcess;
 use crate::primitive::sync::SlotArc;
@@ -268,6 +268,26 @@ impl<P: SchedProcess> Completer<P> {
         });
         std::mem::forget(slot);
         delivered
+    }
+}
+
+/// The scheduler's completer serves [`PortableHandler`](crate::PortableHandler)s,
+/// registered with [`Builder::portable_handler`](crate::Builder::portable_handler):
+/// the trait's methods are the inherent ones.
+impl<P: SchedProcess> Complete<P> for Completer<P> {
+    #[inline]
+    fn pid(&self) -> Pid {
+        Completer::pid(self)
+    }
+
+    #[inline]
+    fn tag(&self) -> Tag {
+        Completer::tag(self)
+    }
+
+    #[inline]
+    fn complete(self, result: Result<P::Response, Error>) -> bool {
+        Completer::complete(self, result)
     }
 }
 

@@ -178,6 +178,7 @@ pub use shutdown::{ShutdownError, ShutdownReport};
 pub use stats::Stats;
 pub use stepsched_pool::WorkerStats;
 pub use stepsched_process::Command;
+pub use stepsched_process::{Complete, PortableHandler, portable};
 pub use stepsched_process::{
     CancelToken, Context, Error, Event, EventKind, Events, NoCommand, Package, Pid, Process,
     SendError, Status, StepOutput, SubmitError, Tag, TerminateError, Yield,
