@@ -8,7 +8,7 @@ use std::time::Duration;
 
 #[cfg(doc)]
 use stepsched_process::Context;
-use stepsched_process::{Command, Error, Process};
+use stepsched_process::{Command, Error, PortableHandler, Process};
 
 #[cfg(doc)]
 use crate::Report;
@@ -134,6 +134,10 @@ where
     /// ([`Command::name`]). A command with no handler completes with an
     /// error. A later registration under the same name replaces the
     /// earlier one.
+    ///
+    /// A handler written once for this simulator and the `stepsched`
+    /// scheduler is a [`PortableHandler`]: see
+    /// [`portable_handler`](Self::portable_handler).
     #[must_use]
     pub fn handler<F>(mut self, name: impl Into<String>, handler: F) -> Self
     where
@@ -141,6 +145,85 @@ where
     {
         self.handlers.insert(name.into(), Box::new(handler));
         self
+    }
+
+    /// Registers a [`PortableHandler`] for commands named `name`: a handler
+    /// written once, generic over the completer
+    /// ([`Complete`](crate::Complete)), that the `stepsched` scheduler's
+    /// `Builder::portable_handler` takes too, so what is tested here is
+    /// the handler that runs there. It is called with this simulator's
+    /// [`Completer`], with the faults of a dispatch as any handler is. A
+    /// later registration under the same name replaces an earlier one.
+    ///
+    /// It is [`handler`](Self::handler)`(name, `[`portable`](crate::portable)`(handler))`.
+    ///
+    /// ```
+    /// use std::rc::Rc;
+    /// use stepsched_process::{Context, Error, Events, Process, Status, StepOutput};
+    /// use stepsched_sim::{Complete, PortableHandler, Sim};
+    ///
+    /// /// Yields "square" and "cube", finishes with the sum of the answers.
+    /// #[derive(Default)]
+    /// struct Asker {
+    ///     asked: bool,
+    ///     answers: usize,
+    ///     sum: u64,
+    /// }
+    /// impl Process for Asker {
+    ///     type Input = ();
+    ///     type Message = ();
+    ///     type Response = u64;
+    ///     type Command = &'static str;
+    ///     type Output = u64;
+    ///     fn init(&mut self, _: &Context<'_, Self>, _: &str, _: ()) -> Result<(), Error> {
+    ///         Ok(())
+    ///     }
+    ///     fn step(
+    ///         &mut self,
+    ///         _: &mut Context<'_, Self>,
+    ///         events: Events<'_, (), u64>,
+    ///         out: &mut StepOutput<&'static str, u64>,
+    ///     ) -> Result<(), Error> {
+    ///         for result in events.filter_map(|e| e.into_result()) {
+    ///             self.sum += result?;
+    ///             self.answers += 1;
+    ///         }
+    ///         if !self.asked {
+    ///             self.asked = true;
+    ///             out.push_yield(2, "square");
+    ///             out.push_yield(3, "cube");
+    ///         }
+    ///         out.set_status(if self.answers == 2 { Status::Done(self.sum) } else { Status::Yield });
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// /// Raises 3 to the power the yield's tag says: one value for both
+    /// /// names (and for the scheduler too).
+    /// struct Power;
+    /// impl PortableHandler<Asker> for Power {
+    ///     fn handle<C: Complete<Asker>>(&self, _: &'static str, done: C) {
+    ///         let exponent = u32::try_from(done.tag()).unwrap();
+    ///         done.complete(Ok(3u64.pow(exponent)));
+    ///     }
+    /// }
+    ///
+    /// let power = Rc::new(Power);
+    /// let sim = Sim::<Asker>::builder()
+    ///     .portable_handler("square", Rc::clone(&power))
+    ///     .portable_handler("cube", power)
+    ///     .build();
+    /// let join = sim.submit(sim.allocate_pid(), Asker::default(), "main", ()).unwrap();
+    /// assert_eq!(join.join(), Ok(9 + 27));
+    /// ```
+    #[must_use]
+    pub fn portable_handler<H>(self, name: impl Into<String>, handler: H) -> Self
+    where
+        H: PortableHandler<P> + 'static,
+    {
+        self.handler(name, move |command, done: Completer<P>| {
+            handler.handle(command, done);
+        })
     }
 
     /// Registers a factory of processes under `name`, for a step's

@@ -7,7 +7,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::rc::{Rc, Weak};
 use std::time::Duration;
 
-use stepsched_process::{Command, Error, Event, Pid, Process, StepOutput, Tag};
+use stepsched_process::{Command, Complete, Error, Event, Pid, Process, StepOutput, Tag};
 
 use crate::rng::{Kind, SimRng};
 use crate::state::{Origin, Shared, quietly_drop};
@@ -294,6 +294,27 @@ where
     /// way). The process waits until it is terminated or shut down.
     pub fn never(mut self) {
         self.done = true;
+    }
+}
+
+/// The simulator's completer serves [`PortableHandler`](crate::PortableHandler)s,
+/// registered with [`Builder::portable_handler`](crate::Builder::portable_handler):
+/// the trait's methods are the inherent ones (a completion through it, now,
+/// is subject to the delay fault as [`Completer::complete`] is).
+impl<P: Process + 'static> Complete<P> for Completer<P>
+where
+    P::Command: Command,
+{
+    fn pid(&self) -> Pid {
+        Completer::pid(self)
+    }
+
+    fn tag(&self) -> Tag {
+        Completer::tag(self)
+    }
+
+    fn complete(self, result: Result<P::Response, Error>) -> bool {
+        Completer::complete(self, result)
     }
 }
 

@@ -235,6 +235,7 @@ pub use rng::SimRng;
 pub use run::{Report, ShutdownReport, Unfinished};
 pub use sim::Sim;
 pub use stepsched_process::Command;
+pub use stepsched_process::{Complete, PortableHandler, portable};
 #[cfg(doc)]
 use stepsched_process::{CancelToken, Context, Error, Process, Reach, SubmitError};
 pub use store::DurableStore;
