@@ -13,13 +13,16 @@
 //!   - `push2_pop1`: the owner pops one item after every two pushes and
 //!     drains what is left at the end, racing the thief for the same items.
 //!
-//!   The thief thread is spawned once per `iter_custom` call and is not part
-//!   of the measured time; each round is timed from the moment the thief is
-//!   released until it has reported its count. Every round asserts that the
-//!   owner and the thief together consumed exactly [`ITEMS`] items whose ids
-//!   sum to the expected total. After each `steal_half` benchmark one line
-//!   reports the thief's share of the items, the items per successful steal
-//!   and the retries, so the ratios can be read against what the thief did.
+//!   The thief thread is spawned once per `iter_custom` call and is not
+//!   part of the measured time; each round is timed from the moment the
+//!   thief is released until it has reported its count. Every round asserts
+//!   that the owner and the thieves together consumed exactly [`ITEMS`]
+//!   items whose ids sum to the expected total. After each `steal_half`
+//!   benchmark one line reports the thieves' share of the items, the items
+//!   per successful steal and the retries, so the ratios can be read against
+//!   what the thieves did.
+//! * `steal_half_thieves`: `push2_pop1` with 3, 7 and 15 thieves stealing
+//!   from the one owner at once.
 //!
 //! Run with `cargo bench -p stepsched-benches --bench deque`.
 
@@ -309,11 +312,12 @@ struct Shared {
     go: AtomicU64,
     /// The owner has pushed (and, in `Push2Pop1`, popped) everything it will.
     owner_done: AtomicU64,
-    /// The thief has seen the owner's deque empty after `owner_done`.
-    thief_done: AtomicU64,
-    /// Items the thief consumed in the last round.
+    /// Thieves that have seen the owner's deque empty after `owner_done`,
+    /// over all rounds so far.
+    thieves_done: AtomicU64,
+    /// Items the thieves consumed in the current round.
     thief_count: AtomicU64,
-    /// Sum of the ids the thief consumed in the last round.
+    /// Sum of the ids the thieves consumed in the current round.
     thief_sum: AtomicU64,
 }
 
@@ -377,22 +381,30 @@ fn thief_loop<D: Stealing>(stealer: &D::Stealer, shared: &Shared, rounds: u64) -
             }
         }
         stats.items += count;
-        // Relaxed: published by the Release store of `thief_done` below.
-        shared.thief_count.store(count, Ordering::Relaxed);
-        shared.thief_sum.store(sum, Ordering::Relaxed);
-        shared.thief_done.store(round, Ordering::Release);
+        // Relaxed: published by the Release increment of `thieves_done`.
+        shared.thief_count.fetch_add(count, Ordering::Relaxed);
+        shared.thief_sum.fetch_add(sum, Ordering::Relaxed);
+        shared.thieves_done.fetch_add(1, Ordering::Release);
     }
     stats
 }
 
-/// Runs `rounds` rounds of [`ITEMS`] items and returns the measured time.
-fn steal_half_rounds<D: Stealing>(mode: Mode, rounds: u64, stats: &mut ThiefStats) -> Duration {
+/// Runs `rounds` rounds of [`ITEMS`] items against `thieves` thieves and
+/// returns the measured time.
+fn steal_half_rounds<D: Stealing>(
+    mode: Mode,
+    thieves: u64,
+    rounds: u64,
+    stats: &mut ThiefStats,
+) -> Duration {
     let owner = D::owner();
     let stealer = D::stealer(&owner);
     let shared = Shared::default();
     let expected_sum = ITEMS * (ITEMS - 1) / 2;
     thread::scope(|s| {
-        let thief = s.spawn(|| thief_loop::<D>(&stealer, &shared, rounds));
+        let handles: Vec<_> = (0..thieves)
+            .map(|_| s.spawn(|| thief_loop::<D>(&stealer, &shared, rounds)))
+            .collect();
         let mut elapsed = Duration::ZERO;
         for round in 1..=rounds {
             let (mut count, mut sum) = (0u64, 0u64);
@@ -422,12 +434,13 @@ fn steal_half_rounds<D: Stealing>(mode: Mode, rounds: u64, stats: &mut ThiefStat
             // Release: every push of this round happens before the thief's
             // final (empty) steal.
             shared.owner_done.store(round, Ordering::Release);
-            // Acquire: pairs with the thief's Release store of `thief_done`.
-            wait_until(|| shared.thief_done.load(Ordering::Acquire) == round);
+            // Acquire: pairs with each thief's Release increment.
+            wait_until(|| shared.thieves_done.load(Ordering::Acquire) == round * thieves);
             elapsed += start.elapsed();
 
-            let thief_count = shared.thief_count.load(Ordering::Relaxed);
-            let thief_sum = shared.thief_sum.load(Ordering::Relaxed);
+            // Taken for the next round: no thief adds before the next `go`.
+            let thief_count = shared.thief_count.swap(0, Ordering::Relaxed);
+            let thief_sum = shared.thief_sum.swap(0, Ordering::Relaxed);
             assert_eq!(
                 count + thief_count,
                 ITEMS,
@@ -439,7 +452,9 @@ fn steal_half_rounds<D: Stealing>(mode: Mode, rounds: u64, stats: &mut ThiefStat
                 "wrong ids consumed"
             );
         }
-        stats.add(thief.join().expect("thief thread panicked"));
+        for handle in handles {
+            stats.add(handle.join().expect("thief thread panicked"));
+        }
         elapsed
     })
 }
@@ -448,20 +463,25 @@ fn steal_half_peer<D: Stealing>(
     group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
     peer: &str,
     mode: Mode,
+    thieves: u64,
 ) {
     let mut stats = ThiefStats::default();
     let mut rounds_total = 0u64;
-    group.bench_function(BenchmarkId::new(peer, mode.name()), |b| {
+    let parameter = if thieves == 1 {
+        mode.name().to_string()
+    } else {
+        format!("{}_{thieves}thieves", mode.name())
+    };
+    group.bench_function(BenchmarkId::new(peer, &parameter), |b| {
         b.iter_custom(|rounds| {
             rounds_total += rounds;
-            steal_half_rounds::<D>(mode, rounds, &mut stats)
+            steal_half_rounds::<D>(mode, thieves, rounds, &mut stats)
         })
     });
     if rounds_total > 0 {
         let items = rounds_total * ITEMS;
         println!(
-            "steal_half/{peer}/{}: thief took {:.1}% of {items} items, {:.1} items per successful steal, {} retries over {} steals",
-            mode.name(),
+            "steal_half/{peer}/{parameter}: thieves took {:.1}% of {items} items, {:.1} items per successful steal, {} retries over {} steals",
             100.0 * stats.items as f64 / items as f64,
             stats.items as f64 / stats.steals.max(1) as f64,
             stats.retries,
@@ -474,9 +494,23 @@ fn steal_half(c: &mut Criterion) {
     let mut group = c.benchmark_group("deque/steal_half");
     group.throughput(Throughput::Elements(ITEMS));
     for mode in [Mode::PushOnly, Mode::Push2Pop1] {
-        steal_half_peer::<Ours>(&mut group, "ours", mode);
-        steal_half_peer::<Crossbeam>(&mut group, "crossbeam", mode);
-        steal_half_peer::<St3>(&mut group, "st3", mode);
+        steal_half_peer::<Ours>(&mut group, "ours", mode, 1);
+        steal_half_peer::<Crossbeam>(&mut group, "crossbeam", mode, 1);
+        steal_half_peer::<St3>(&mut group, "st3", mode, 1);
+    }
+    group.finish();
+}
+
+/// `push2_pop1` against 3, 7 and 15 thieves at once (one owner and up to
+/// 15 thieves: a 16-core machine's worth; on fewer cores the thieves share
+/// them, and the figures say more about contention under preemption).
+fn steal_half_thieves(c: &mut Criterion) {
+    let mut group = c.benchmark_group("deque/steal_half_thieves");
+    group.throughput(Throughput::Elements(ITEMS));
+    for thieves in [3, 7, 15] {
+        steal_half_peer::<Ours>(&mut group, "ours", Mode::Push2Pop1, thieves);
+        steal_half_peer::<Crossbeam>(&mut group, "crossbeam", Mode::Push2Pop1, thieves);
+        steal_half_peer::<St3>(&mut group, "st3", Mode::Push2Pop1, thieves);
     }
     group.finish();
 }
@@ -492,6 +526,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = push_pop, steal_half
+    targets = push_pop, steal_half, steal_half_thieves
 }
 criterion_main!(benches);
