@@ -52,6 +52,16 @@
 //! same PID, keeping every queued event. [`Pid`], [`Package`] and the
 //! errors of those calls ([`SendError`], [`SubmitError`],
 //! [`TerminateError`]) are defined here so that every layer shares them.
+//!
+//! # Handlers for every host
+//!
+//! A host hands each yield's command to a handler with a completer of its
+//! own. [`Complete`] is what every host's completer can do (complete the
+//! yield now, tell its PID and tag), and a [`PortableHandler`], generic
+//! over it, is a handler written once that every host takes: the
+//! `stepsched` scheduler and the `stepsched-sim` simulator with their
+//! `Builder::portable_handler`, any host that takes closures with
+//! [`portable`].
 
 //! # Allocation
 //!

@@ -161,6 +161,16 @@
 //! trait of `stepsched-process` that the `stepsched` scheduler re-exports
 //! too: a command type implements it once for both.
 //!
+//! # One set of handlers
+//!
+//! A handler written once for both hosts is a [`PortableHandler`]: generic
+//! over [`Complete`], what this crate's [`Completer`] and the scheduler's
+//! can both do (complete now, tell the PID and the tag). Both builders take
+//! the same value with `portable_handler` ([`Builder::portable_handler`]
+//! here), so a test under the simulator runs the handler the program runs.
+//! What only the simulator can do ([`Completer::complete_after`],
+//! [`Completer::never`], [`Completer::rng`]) stays on its own completer.
+//!
 //! # Features
 //!
 //! - `proptest` (off by default): the `strategy` module, proptest
@@ -235,9 +245,9 @@ pub use rng::SimRng;
 pub use run::{Report, ShutdownReport, Unfinished};
 pub use sim::Sim;
 pub use stepsched_process::Command;
-pub use stepsched_process::{Complete, PortableHandler, portable};
 #[cfg(doc)]
 use stepsched_process::{CancelToken, Context, Error, Process, Reach, SubmitError};
+pub use stepsched_process::{Complete, PortableHandler, portable};
 pub use store::DurableStore;
 
 /// The environment variable [`seed_from_env`] reads.

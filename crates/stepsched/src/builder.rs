@@ -13,7 +13,6 @@ use stepsched_relay::{PidAllocator, RoutingTable};
 use crate::SchedProcess;
 use crate::handle::Handle;
 use crate::handler::{Completer, Handler, Variant};
-use stepsched_process::PortableHandler;
 use crate::primitive::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use crate::primitive::sync::{Arc, Condvar, Mutex};
 use crate::scheduler::Scheduler;
@@ -21,6 +20,7 @@ use crate::shutdown::Shared;
 use crate::slot::{Batches, CompleteHook, Core, Counters, ShutdownHook, StartHook, Task};
 use crate::step::{Factory, Handlers};
 use crossbeam_utils::CachePadded;
+use stepsched_process::PortableHandler;
 
 /// Builds a [`Scheduler`].
 ///

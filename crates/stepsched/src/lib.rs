@@ -178,11 +178,11 @@ pub use shutdown::{ShutdownError, ShutdownReport};
 pub use stats::Stats;
 pub use stepsched_pool::WorkerStats;
 pub use stepsched_process::Command;
-pub use stepsched_process::{Complete, PortableHandler, portable};
 pub use stepsched_process::{
     CancelToken, Context, Error, Event, EventKind, Events, NoCommand, Package, Pid, Process,
     SendError, Status, StepOutput, SubmitError, Tag, TerminateError, Yield,
 };
+pub use stepsched_process::{Complete, PortableHandler, portable};
 pub use stepsched_relay::Receiver;
 
 /// A [`Process`] the scheduler can run: sendable, with sendable payloads,
