@@ -233,7 +233,11 @@ pub(crate) fn encode_message<M: Serialize>(
         topic,
         payload,
     };
-    postcard::to_extend(&body, out)
+    // A body longer than the guess has grown the buffer already; room for
+    // the tag is made now, so that sealing never moves the frame.
+    let mut out = postcard::to_extend(&body, out)?;
+    out.reserve(TAG);
+    Ok(out)
 }
 
 /// Decodes a whole body of type `T`: trailing bytes make it a bad frame.
@@ -244,9 +248,13 @@ pub(crate) fn decode_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Option
     }
 }
 
+/// The longest notice body: two PIDs (an option byte, then a u32 and a u64
+/// varint each, 5 and 10 bytes at most) and the status byte.
+const NOTICE_MAX: usize = 1 + 2 * (5 + 10) + 1;
+
 /// Encodes a notice frame.
 pub(crate) fn encode_notice(origin: u32, incarnation: u64, notice: &Notice) -> Vec<u8> {
-    let mut out = Vec::with_capacity(HEADER + 24 + TAG);
+    let mut out = Vec::with_capacity(HEADER + NOTICE_MAX + TAG);
     Header {
         kind: KIND_NOTICE,
         origin,
@@ -382,6 +390,47 @@ mod tests {
             assert_eq!(open(Some(&key), &flipped), None, "byte {i}");
         }
         assert_eq!(open(None, &plain), Some(&plain[..]));
+    }
+
+    #[test]
+    fn sealing_fits_the_tag_in_the_frames_own_buffer() {
+        // Tagging costs one keyed hash per frame and nothing else: every
+        // encoder leaves room for the tag, so the seal neither allocates
+        // nor copies the frame (the writer seals each message it sends),
+        // whatever the PIDs and the payload.
+        let key = tag_key(&[7; 32]);
+        let notice = Notice {
+            from: Some(WirePid(Pid::new(u32::MAX, u64::MAX))),
+            to: WirePid(Pid::new(u32::MAX, u64::MAX)),
+            status: Status::Closed,
+        };
+        let big = Pid::new(u32::MAX, u64::MAX);
+        let message = |topic: &str, payload: &[u8]| {
+            encode_message(KIND_MESSAGE, 1, 2, Some(big), big, topic, &payload).unwrap()
+        };
+        let mut frames = vec![
+            message("", &[]),
+            message("topic", &u64::MAX.to_le_bytes()),
+            encode_notice(1, 2, &notice),
+            encode_credit(1, 2, 3, u64::MAX),
+            encode_ask(1, 2),
+            encode_reply(1, 2, Status::Delivered),
+        ];
+        // Payloads around the first guess (32 body bytes) and past it.
+        frames.extend((0..300).map(|n| message("t", &vec![9; n])));
+        for mut frame in frames {
+            let (at, room) = (frame.as_ptr(), frame.capacity());
+            let len = frame.len();
+            seal(Some(&key), &mut frame);
+            assert_eq!(frame.len(), len + TAG);
+            assert_eq!(
+                (frame.as_ptr(), frame.capacity()),
+                (at, room),
+                "kind {} moved to a new buffer",
+                frame[0]
+            );
+            assert!(open(Some(&key), &frame).is_some());
+        }
     }
 
     #[test]
