@@ -73,6 +73,7 @@ mod frame;
 mod members;
 mod node;
 mod server;
+mod tag;
 
 pub use config::NodeConfig;
 pub use error::{ConfirmError, RemoteError, StartError};
