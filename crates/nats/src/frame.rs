@@ -68,16 +68,10 @@ pub(crate) fn tag_key(material: &[u8]) -> TagKey {
     blake3::derive_key("stepsched-nats 2026-11 frame tag", material)
 }
 
-/// The tag of `frame` under `key`: the first [`TAG`] bytes of
-/// `blake3::keyed_hash(key, frame)`.
+/// The tag of `frame` under `key`.
 fn tag(key: &TagKey, frame: &[u8]) -> [u8; TAG] {
-    if frame.len() <= crate::tag::CHUNK_LEN {
-        // Every frame of a small message: the scalar one-chunk hash, the
-        // same bytes a third faster than the crate's dispatch to SIMD.
-        return crate::tag::keyed_hash_128(key, frame);
-    }
-    // `keyed_hash` is the crate's short-input fast path (a `Hasher` and
-    // its XOF cost half as much again).
+    // `keyed_hash` is the short-input fast path (a `Hasher` and its XOF
+    // cost half as much again on a 32-byte frame).
     let full = blake3::keyed_hash(key, frame);
     let mut tag = [0; TAG];
     tag.copy_from_slice(&full.as_bytes()[..TAG]);
@@ -396,19 +390,6 @@ mod tests {
             assert_eq!(open(Some(&key), &flipped), None, "byte {i}");
         }
         assert_eq!(open(None, &plain), Some(&plain[..]));
-    }
-
-    #[test]
-    fn the_tag_is_keyed_blake3_on_both_sides_of_a_chunk() {
-        let key = tag_key(b"sixteen or more bytes of key");
-        for n in [0, 21, 64, 65, 1023, 1024, 1025, 4096] {
-            let frame = vec![0x5a; n];
-            let want = blake3::keyed_hash(&key, &frame);
-            assert_eq!(tag(&key, &frame)[..], want.as_bytes()[..TAG], "{n} bytes");
-            let mut sealed = frame.clone();
-            seal(Some(&key), &mut sealed);
-            assert_eq!(open(Some(&key), &sealed), Some(&frame[..]), "{n} bytes");
-        }
     }
 
     #[test]

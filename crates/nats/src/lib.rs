@@ -73,7 +73,6 @@ mod frame;
 mod members;
 mod node;
 mod server;
-mod tag;
 
 pub use config::NodeConfig;
 pub use error::{ConfirmError, RemoteError, StartError};
