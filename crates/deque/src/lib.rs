@@ -165,11 +165,12 @@
 //! ## Lengths
 //!
 //! [`Stealer::len`] loads the word, then `bottom`. An item that stays in
-//! the deque throughout the call lies in `[top, bottom)` for both values,
-//! so it is counted; the count may include items stolen between the two
-//! loads (`top` only grows), never items popped before the second. A
-//! `bottom` below `top` (a pop that a claim overtook, read before the pop
-//! put `bottom` back) counts as 0. [`Worker::len`] reads the word once with
+//! the deque throughout the call, with no pop or claim already removing it
+//! concurrently, lies in `[top, bottom)` for both values, so it is counted;
+//! the count may include items stolen or popped while the call runs (the
+//! two Relaxed loads give no real-time order). A `bottom` below `top` (a
+//! pop that a claim overtook, read before the pop put `bottom` back)
+//! counts as 0. [`Worker::len`] reads the word once with
 //! the owner's own `bottom`: it is exact unless a thief is claiming, and
 //! never below the current length.
 //!
@@ -520,7 +521,7 @@ impl<T> Buffer<T> {
 
 /// The state shared by a deque's [`Worker`] and its [`Stealer`]s.
 struct Inner<T> {
-    /// `pops`, `top` and `in_flight` (see [`Head`]).
+    /// `pops`, `top` and `flight` (see [`Head`]).
     head: CachePadded<AtomicU64>,
     /// `bottom`: one past the newest item (a 28-bit wrapping index).
     /// Written only by the owner: up by a push, down by a pop, and back up
@@ -813,9 +814,11 @@ impl<T> Worker<T> {
                 new = pop_count_wraps(new);
             }
             // Relaxed: the CAS only has to make the pending claim fail. A
-            // thief that reserves after it read the word we loaded after our
-            // fence, a value coherence-ordered before its reservation, so our
-            // fence precedes its fence and its load of `bottom` sees ours.
+            // thief whose reservation comes later in the word's order than
+            // the value this pop decides on (from its load, a failed CAS or
+            // this CAS) has that value coherence-ordered before its
+            // reservation, so our fence precedes its fence and its load of
+            // `bottom` sees ours.
             // Relaxed on failure: we decide again from the value read.
             match self.inner.head.compare_exchange_weak(
                 current,
@@ -1029,6 +1032,12 @@ impl<T> Stealer<T> {
             Steal::Retry => return Steal::Retry,
         };
         let guard = reclaim::pin();
+        // Releases the claim when dropped, also if `push_batch` panics (the
+        // thief's own deque at its capacity limit): the victim must not keep
+        // the claim in flight for ever. Items not yet copied out are then
+        // leaked, never dropped twice. Dropped at the end of this call,
+        // after every read and before the unpin, as in `steal`.
+        let _release = ReleaseOnDrop { stealer: self, n };
         let buffer = self.load_buffer(&guard);
         // SAFETY: as in `steal`: `top..top + n` are claimed by us and held
         // by `buffer`, which stays alive while we are pinned.
@@ -1039,12 +1048,12 @@ impl<T> Stealer<T> {
             // SAFETY: as above, for each claimed index after the first.
             unsafe { (*buffer).read(index) }
         });
-        self.release(n);
         Steal::Success(first)
     }
 
     /// The number of items in the deque, counting every item that stays in
-    /// it throughout the call.
+    /// it throughout the call (unless a concurrent pop or claim is already
+    /// removing it).
     ///
     /// The deque changes under a reader, so this is a snapshot, not an
     /// exact count: items a concurrent push adds may be missed, items
@@ -1058,9 +1067,7 @@ impl<T> Stealer<T> {
     /// ```
     pub fn len(&self) -> usize {
         // Relaxed, both: no slot is read; an item pushed before the call
-        // (happens-before) is seen by coherence, and `top` only grows, so
-        // the value of `top` we use is never above the top at the second
-        // load.
+        // (happens-before) is seen by coherence.
         let head = Head(self.inner.head.load(Ordering::Relaxed));
         hook::run(hook::Point::BetweenLoads);
         let bottom = self.inner.bottom.load(Ordering::Relaxed);
@@ -1137,8 +1144,8 @@ impl<T> Stealer<T> {
         let n = len.div_ceil(2).min(limit) as u64;
         hook::run(hook::Point::BeforeClaim);
         let new = Head::new(reserved.pops(), ends.top.wrapping_add(n as u32), n);
-        // Relaxed: the reservation and the `bottom` load already acquired
-        // everything we read. Success means the word is still `reserved`:
+        // Relaxed: the Acquire load of `bottom` after the fence already
+        // acquired everything we read. Success means the word is still `reserved`:
         // no pop found the reservation since we took it (such a pop changes
         // `pops`, and `pops` cannot come round again without passing zero,
         // which turns the reservation STALE), so every pop since then either
@@ -1181,6 +1188,19 @@ impl<T> Stealer<T> {
         // next write of them (its Acquire load in `push` reads this value or
         // a later one).
         self.inner.head.fetch_sub(n, Ordering::Release);
+    }
+}
+
+/// Ends a claim of `n` items when dropped (see `steal_half_into_with_limit`).
+struct ReleaseOnDrop<'a, T> {
+    stealer: &'a Stealer<T>,
+    n: u64,
+}
+
+impl<T> Drop for ReleaseOnDrop<'_, T> {
+    #[inline]
+    fn drop(&mut self) {
+        self.stealer.release(self.n);
     }
 }
 

@@ -710,3 +710,36 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_thief_whose_own_deque_overflows_gives_its_claim_back() {
+    // The thief's own deque is at the capacity limit, so moving a stolen
+    // batch into it panics (in `grow`) while the thief holds the claim.
+    // The victim must not be left with that claim in flight for ever:
+    // later steals succeed, and the deque drops cleanly.
+    let mine = Worker::<u8>::with_capacity(MAX_CAPACITY);
+    for _ in 0..MAX_CAPACITY {
+        mine.push(0);
+    }
+    let victim = Worker::new();
+    for i in 0..4u8 {
+        victim.push(i);
+    }
+    let s = victim.stealer();
+    let outcome =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.steal_half_into(&mine)));
+    assert!(outcome.is_err(), "the full deque did not panic");
+    let mut retries = 0;
+    loop {
+        match s.steal() {
+            Steal::Success(_) => break,
+            Steal::Retry if retries < 1000 => retries += 1,
+            other => panic!("after the panic, steal gave {other:?} ({retries} retries)"),
+        }
+    }
+    assert_eq!(
+        Head(victim.inner.head.load(SeqCst)).flight(),
+        0,
+        "a claim is still in flight"
+    );
+}
