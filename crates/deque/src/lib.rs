@@ -602,8 +602,6 @@ pub struct Worker<T> {
     inner: Arc<Inner<T>>,
     /// The owner's copy of `inner.buffer` (only the owner changes it).
     buffer: Cell<*mut Buffer<T>>,
-    /// The owner's copy of `inner.bottom` (only the owner changes it).
-    bottom: Cell<u32>,
     /// `Worker` is `!Sync`: its `&self` methods assume a single caller.
     _not_sync: PhantomData<*mut ()>,
 }
@@ -653,7 +651,6 @@ impl<T> Worker<T> {
         Worker {
             inner,
             buffer: Cell::new(buffer),
-            bottom: Cell::new(start & IDX_MASK),
             _not_sync: PhantomData,
         }
     }
@@ -692,20 +689,28 @@ impl<T> Worker<T> {
     /// Both ends, as the owner sees them: `bottom` from our own copy.
     #[inline]
     fn ends(&self, order: Ordering) -> Ends {
-        Head(self.inner.head.load(order)).ends(self.bottom.get())
+        Head(self.inner.head.load(order)).ends(self.bottom())
+    }
+
+    /// `bottom`, as only the owner writes it.
+    #[inline]
+    fn bottom(&self) -> u32 {
+        // Relaxed: we are the only writer, so this reads our own last store
+        // (a copy in a `Cell` would cost a second store per push and pop,
+        // which the pop's fence then waits for).
+        self.inner.bottom.load(Ordering::Relaxed)
     }
 
     /// Publishes `bottom` moved up by `n` pushes.
     #[inline]
     fn publish_pushes(&self, n: u32) {
-        let bottom = self.bottom.get().wrapping_add(n) & IDX_MASK;
+        let bottom = self.bottom().wrapping_add(n) & IDX_MASK;
         self.set_bottom(bottom);
     }
 
-    /// Sets `bottom`, ours and the shared one.
+    /// Sets `bottom`.
     #[inline]
     fn set_bottom(&self, bottom: u32) {
-        self.bottom.set(bottom);
         // Release: publishes every slot this thread wrote before (by pushes
         // up to here) to a thief whose Acquire load of `bottom` reads this
         // value, whether a push, a pop or a pop's undo stored it.
@@ -773,7 +778,7 @@ impl<T> Worker<T> {
     /// ```
     #[inline]
     pub fn pop(&self) -> Option<T> {
-        let bottom = self.bottom.get();
+        let bottom = self.bottom();
         // Relaxed: only to tell an empty deque. `top` only grows, so if no
         // item is left now none appears before our next push; the slot we
         // take was written by this thread, so it needs no ordering.
