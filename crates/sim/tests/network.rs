@@ -58,9 +58,16 @@ fn sender(probe: &Rc<Probe>, to: Pid, n: u32, more: u32) -> FnProc {
 /// A sink and a sender of `n` (then `more`, 10 ms apart) on a simulator
 /// with `network`: what the sink got, in order, and the trace.
 fn run(seed: u64, network: Network, n: u32, more: u32) -> (Vec<u32>, Vec<String>) {
-    let sim = Sim::builder()
-        .seed(seed)
-        .network(network)
+    run_on(seed, Some(network), n, more)
+}
+
+/// [`run`], with the network off when `network` is `None`.
+fn run_on(seed: u64, network: Option<Network>, n: u32, more: u32) -> (Vec<u32>, Vec<String>) {
+    let mut builder = Sim::builder().seed(seed);
+    if let Some(network) = network {
+        builder = builder.network(network);
+    }
+    let sim = builder
         .handler("wait", |_, done| {
             done.complete_after(10 * MS, Ok(0));
         })
@@ -256,18 +263,8 @@ fn a_send_to_a_process_that_is_not_live_is_refused_at_once() {
 fn a_network_with_no_delay_and_no_faults_is_the_network_off() {
     for seed in 0..10 {
         let (got, trace) = run(seed, Network::new(), 5, 2);
-        let sim = Sim::builder()
-            .seed(seed)
-            .handler("wait", |_, done| {
-                done.complete_after(10 * MS, Ok(0));
-            })
-            .build();
-        let probe = Probe::new();
-        let off = Rc::new(RefCell::new(Vec::new()));
-        let to = submit(&sim, sink(&probe, &off)).pid();
-        submit(&sim, sender(&probe, to, 5, 2));
-        sim.run();
-        assert_eq!(got, *off.borrow());
-        assert_eq!(trace, sim.trace(), "seed {seed}");
+        let (off, off_trace) = run_on(seed, None, 5, 2);
+        assert_eq!(got, off);
+        assert_eq!(trace, off_trace, "seed {seed}");
     }
 }
