@@ -520,6 +520,13 @@ mod tests {
         // shutdown's.
         assert_eq!(join.join(), Err(Error::Cancelled));
         drop(scheduler);
+        // Wait for the workers to end and drop their references: then only
+        // the reference kept for the workers not joined may remain (the
+        // wait is a hang guard, not a timing assumption).
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while core.strong_count() > 1 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         assert!(
             core.upgrade().is_some(),
             "the core was freed while a worker that was not joined may still use it"
