@@ -428,6 +428,15 @@ impl Sleep {
         self.lock().idle.len()
     }
 
+    /// Whether every worker is registered and none watches: each is then
+    /// blocked without a time limit, and nothing changes until a wake-up.
+    /// Read under the mutex, so the two facts hold at one moment.
+    #[cfg(all(test, not(stepsched_loom)))]
+    pub(crate) fn settled(&self) -> bool {
+        let sleepers = self.lock();
+        sleepers.idle.len() == self.workers && !self.watching.load(Ordering::Relaxed)
+    }
+
     /// Pretends a watcher sleeps (or none), for tests that need a sleeper
     /// not to watch.
     #[cfg(all(test, not(stepsched_loom)))]

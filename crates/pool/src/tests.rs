@@ -399,3 +399,70 @@ fn one_sleeper_watches_while_another_worker_is_awake() {
     assert_eq!(sleep.sleeping(), 0, "the watcher took itself off the list");
     assert_eq!(sleep.searching(), 1, "and searches");
 }
+
+/// A submission to an idle pool wakes exactly one worker. "Idle" means
+/// settled: every worker registered and none watching. A watcher (the
+/// first worker to park while others still spun) comes back searching when
+/// its 1 ms runs out and parks again, so a pool whose workers are all
+/// registered is not yet still; and a submission made while the watcher
+/// searches wakes nobody, since the watcher takes it.
+#[test]
+fn idle_pool_parks_and_one_submission_wakes_one_worker() {
+    use std::sync::Mutex;
+    use std::sync::mpsc;
+
+    use crate::worker::WorkerContext;
+
+    /// Lets the blocked item end even if an assertion fails first, so that
+    /// the pool's drop can join its workers (a failure, never a hang).
+    struct Release(mpsc::Sender<()>);
+    impl Drop for Release {
+        fn drop(&mut self) {
+            let _ = self.0.send(());
+        }
+    }
+
+    const WORKERS: usize = 4;
+    let (started_tx, started_rx) = mpsc::channel::<usize>();
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let release_rx = Mutex::new(release_rx);
+    let pool = crate::Pool::builder()
+        .workers(WORKERS)
+        .build(move |(): (), ctx: &WorkerContext<()>| {
+            started_tx.send(ctx.index()).unwrap();
+            release_rx.lock().unwrap().recv().unwrap();
+        })
+        .unwrap();
+    let release = Release(release_tx);
+    let wait_until = |cond: &dyn Fn() -> bool| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !cond() {
+            assert!(std::time::Instant::now() < deadline, "hang guard: 60 s");
+            std::thread::yield_now();
+        }
+    };
+    wait_until(&|| pool.shared.sleep.settled());
+    let before = pool.stats();
+    assert!(before.iter().all(|s| s.parks >= 1), "{before:?}");
+
+    pool.submit(()).unwrap();
+    let runner = started_rx.recv().unwrap();
+    // Exactly one worker was woken: the woken one found the item, and
+    // nothing else was queued, so it woke nobody else; the others sleep
+    // without a time limit, so none of them parked again.
+    assert_eq!(pool.parked_workers(), WORKERS - 1);
+    let after = pool.stats();
+    let unparks: u64 = after.iter().map(|s| s.unparks).sum::<u64>()
+        - before.iter().map(|s| s.unparks).sum::<u64>();
+    assert_eq!(unparks, 1, "{after:?}");
+    for (w, s) in after.iter().enumerate() {
+        assert_eq!(
+            s.parks, before[w].parks,
+            "worker {w} parked again: it had been woken"
+        );
+    }
+    assert_eq!(after[runner].items_run, 0); // still running its first item
+    drop(release);
+    wait_until(&|| pool.parked_workers() == WORKERS);
+    assert_eq!(pool.stats().iter().map(|s| s.items_run).sum::<u64>(), 1);
+}

@@ -568,42 +568,6 @@ fn panics_on_every_worker_leave_the_pool_working() {
 }
 
 #[test]
-fn idle_pool_parks_and_one_submission_wakes_one_worker() {
-    const WORKERS: usize = 4;
-    let (started_tx, started_rx) = mpsc::channel::<usize>();
-    let (release_tx, release_rx) = mpsc::channel::<()>();
-    let release_rx = Mutex::new(release_rx);
-    let pool = Pool::builder()
-        .workers(WORKERS)
-        .build(move |(): (), ctx: &WorkerContext<()>| {
-            started_tx.send(ctx.index()).unwrap();
-            release_rx.lock().unwrap().recv().unwrap();
-        })
-        .unwrap();
-    // Every worker ends its spinning and parks.
-    wait_until(|| pool.parked_workers() == WORKERS);
-    let parks_before: Vec<u64> = pool.stats().iter().map(|s| s.parks).collect();
-    assert!(parks_before.iter().all(|&p| p >= 1));
-
-    pool.submit(()).unwrap();
-    let runner = started_rx.recv().unwrap();
-    // Exactly one worker was woken: the woken one found the item, and
-    // nothing else was queued, so it woke nobody else.
-    assert_eq!(pool.parked_workers(), WORKERS - 1);
-    let stats = pool.stats();
-    for (w, s) in stats.iter().enumerate() {
-        assert_eq!(
-            s.parks, parks_before[w],
-            "worker {w} parked again: it had been woken"
-        );
-    }
-    assert_eq!(stats[runner].items_run, 0); // still running its first item
-    release_tx.send(()).unwrap();
-    wait_until(|| pool.parked_workers() == WORKERS);
-    assert_eq!(total(&pool.stats()).items_run, 1);
-}
-
-#[test]
 fn stats_count_each_source() {
     // One worker, so every count is deterministic.
     let (started_tx, started_rx) = mpsc::channel::<()>();
