@@ -38,7 +38,7 @@ const TASKS: &[(&str, &str)] = &[
     ),
     (
         "bench [--quick] [bench..]",
-        "criterion benchmarks against peers; regenerates the tables of docs/benchmarks.md (--report-only: from the last run); HTML in target/criterion",
+        "criterion benchmarks against peers; writes their groups' tables into docs/benchmarks.md, keeping every other group's table and any newer one (--report-only: from the last run); HTML in target/criterion",
     ),
     (
         "bench scaling [--workers 1,2,4,8,16] [--quick] [--write-doc]",
