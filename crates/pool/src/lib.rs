@@ -661,7 +661,8 @@ impl<T: Send + 'static> Pool<T> {
     /// ```
     pub fn shutdown_now(&self) {
         // Relaxed: published by the Release in `gate.close` to anyone who
-        // sees the pool shut down, and by the sleep mutex to parked workers.
+        // sees the pool shut down, and to parked workers by the lock of the
+        // parker through which `terminate` wakes each of them.
         self.shared.stop.store(true, Ordering::Relaxed);
         self.shared.gate.close();
         self.shared.sleep.terminate();

@@ -10,9 +10,12 @@
 //!
 //! One atomic word holds two counts: `searching` (workers looking for work
 //! in other workers' queues, including the ones spinning between searches)
-//! and `sleeping` (workers registered in the sleeper list). The sleeper list,
-//! the per-worker "notified" tokens and the `draining`/`terminated` flags sit
-//! behind one mutex; every change of `sleeping` happens under it.
+//! and `sleeping` (workers registered in the sleeper list). The sleeper
+//! list and the `draining`/`terminated` flags sit behind one mutex, held
+//! only for a few loads and stores; every change of `sleeping` happens
+//! under it. Each worker blocks on a parker of its own (a token behind its
+//! own mutex, with a condition variable), so a wake-up touches the list's
+//! lock briefly and then only the woken worker's.
 //!
 //! # Worker side
 //!
@@ -22,19 +25,23 @@
 //!   any holds work, notifies one sleeper ([`Sleep::stop_searching`], then
 //!   the caller's `notify_if_work`). Producers skip wake-ups while someone
 //!   searches, so this is what keeps the work they left from waiting.
-//! * Parking ([`Sleep::park`]), all under the mutex: register in the list,
-//!   `sleeping += 1` (and `searching -= 1` if searching) in one RMW, SeqCst
-//!   fence, re-check **every** source (own deque, own inbox, global queue,
-//!   every other deque and inbox). Work found: unregister and go back to
-//!   searching. Otherwise wait on the worker's own condition variable until
-//!   its token is set.
+//! * Parking ([`Sleep::park`]): under the mutex, register in the list and
+//!   `sleeping += 1` (and `searching -= 1` if searching) in one RMW; then,
+//!   outside it, a SeqCst fence and a re-check of **every** source (own
+//!   deque, own inbox, global queue, every other deque and inbox). Work
+//!   found: take itself off the list under the mutex and go back to
+//!   searching; if a waker took it off first, consume that waker's token
+//!   instead (it already counted the worker as searching). Otherwise wait
+//!   on its own parker until its token is set. While the pool drains, the
+//!   re-check stays under the mutex (see *Draining*).
 //!
 //! # Producer side
 //!
 //! Push the item, SeqCst fence, load the word ([`Sleep::notify_one`]). If
 //! someone is searching, or nobody sleeps, do nothing. Otherwise take the
 //! mutex, re-check `searching`, pop one sleeper (the preferred one if it is
-//! asleep), move it from `sleeping` to `searching` and set its token. The
+//! asleep), move it from `sleeping` to `searching`, release the mutex and
+//! set the sleeper's token in its parker. The
 //! woken worker counts as a searcher from that moment, so the next producer
 //! does not wake a second worker for work the first is about to find: no
 //! thundering herd.
@@ -53,6 +60,15 @@
 //! the same fence pairing and wakes a sleeper for what is left. By induction
 //! on the searchers, some worker always ends up looking at the item.
 //!
+//! The worker registers under the mutex before its fence, so a producer
+//! that saw `sleeping ≥ 1` and takes the mutex finds it in the list, or
+//! finds it gone because another waker took it (it is awake), or because
+//! it took itself off (its re-check found work, or its watch ran out: it
+//! counts as searching, and the producer's re-check of `searching` under
+//! the mutex sees that). A waker may pick the worker before its re-check:
+//! the worker then blocks on a token that is already set, or, if its
+//! re-check found work, finds itself off the list and consumes the token.
+//!
 //! # Draining
 //!
 //! [`Sleep::begin_draining`] marks the pool as finishing. From then on the
@@ -61,7 +77,10 @@
 //! `terminated` and wakes everyone to exit. The check is exact: while a
 //! worker is registered it holds no item and pushes nothing, so with all of
 //! them registered (and outside submissions already refused) nothing can
-//! appear, and the mutex orders every earlier push before the check.
+//! appear, and the mutex orders every earlier push before the check. A
+//! worker registered before draining began may still be re-checking outside
+//! the mutex; it takes no item before it takes itself off the list under
+//! the mutex, so the decision sees whatever it sees.
 
 use crossbeam_utils::CachePadded;
 
@@ -104,18 +123,86 @@ impl std::fmt::Debug for State {
     }
 }
 
-/// Everything behind the sleep mutex.
+/// Everything behind the sleep mutex: the sleeper list and the pool's
+/// ending. The lock is held for a few loads and stores, never across a
+/// re-check of the queues or a wait (except while draining, see
+/// [`Sleep::park`]).
 #[derive(Debug)]
 struct Sleepers {
     /// Registered sleepers, most recent last (woken LIFO: the most recently
     /// parked worker has the warmest cache).
     idle: Vec<usize>,
-    /// Per worker: a wake-up was sent and not yet consumed.
-    notified: Vec<bool>,
     /// Shutdown has begun: the last worker to find nothing ends the pool.
     draining: bool,
     /// The pool is over: every worker exits.
     terminated: bool,
+}
+
+/// One worker's own park state: its wake-up token, behind a mutex of its
+/// own with a condition variable, so that a wake-up touches only the
+/// woken worker's lock.
+#[derive(Debug)]
+struct Parker {
+    token: Mutex<Token>,
+    wake: Condvar,
+}
+
+/// What a worker's parker holds.
+#[derive(Debug, Default)]
+struct Token {
+    /// A waker took the worker off the sleeper list (or ended the pool)
+    /// and has not yet been seen by it.
+    set: bool,
+    /// The worker is blocked on its condition variable (tests read it).
+    blocked: bool,
+}
+
+impl Parker {
+    fn new() -> Self {
+        Parker {
+            token: Mutex::new(Token::default()),
+            wake: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Token> {
+        // Poisoned only by a panic inside this module's critical sections,
+        // which run no user code; keep going.
+        self.token.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sets the token and wakes the worker. Called once per removal from
+    /// the sleeper list, after the list's lock is released.
+    fn unpark(&self) {
+        let mut token = self.lock();
+        token.set = true;
+        drop(token);
+        self.wake.notify_one();
+    }
+
+    /// Blocks until the token is set (or, with a limit, until it runs
+    /// out); returns whether the token was set, and consumes it if so.
+    fn wait(&self, limit: Option<std::time::Duration>) -> bool {
+        let mut token = self.lock();
+        token.blocked = true;
+        while !token.set {
+            match limit {
+                None => token = self.wake.wait(token).unwrap_or_else(|e| e.into_inner()),
+                Some(limit) => {
+                    let (guard, waited) = self
+                        .wake
+                        .wait_timeout(token, limit)
+                        .unwrap_or_else(|e| e.into_inner());
+                    token = guard;
+                    if waited.timed_out() {
+                        break;
+                    }
+                }
+            }
+        }
+        token.blocked = false;
+        std::mem::take(&mut token.set)
+    }
 }
 
 /// How long a watcher sleeps before it looks at the next-item slots again
@@ -142,8 +229,12 @@ pub(crate) enum Parked {
 pub(crate) struct Sleep {
     state: CachePadded<AtomicUsize>,
     sleepers: Mutex<Sleepers>,
-    /// One condition variable per worker, so a wake-up targets one thread.
-    wakers: Box<[Condvar]>,
+    /// One parker per worker, each on its own cache line, so a wake-up
+    /// targets one thread and contends with nobody else's.
+    parkers: Box<[CachePadded<Parker>]>,
+    /// `Sleepers::terminated`, readable without the list's lock by a worker
+    /// its token woke.
+    terminated: AtomicBool,
     workers: usize,
     /// Whether a worker sleeps as the watcher: with a time limit, to look
     /// at the other workers' next-item slots again (see [`Sleep::park`]).
@@ -163,11 +254,13 @@ impl Sleep {
             state: CachePadded::new(AtomicUsize::new(0)),
             sleepers: Mutex::new(Sleepers {
                 idle: Vec::with_capacity(workers),
-                notified: vec![false; workers],
                 draining: false,
                 terminated: false,
             }),
-            wakers: (0..workers).map(|_| Condvar::new()).collect(),
+            parkers: (0..workers)
+                .map(|_| CachePadded::new(Parker::new()))
+                .collect(),
+            terminated: AtomicBool::new(false),
             workers,
             watching: CachePadded::new(AtomicBool::new(false)),
         }
@@ -283,8 +376,10 @@ impl Sleep {
         // searchers' fences argue over.
         self.state
             .fetch_add(SLEEPING_TO_SEARCHING, Ordering::SeqCst);
-        sleepers.notified[index] = true;
-        self.wakers[index].notify_one();
+        drop(sleepers);
+        // Off the list, so no other waker picks it; the token follows
+        // outside the list's lock.
+        self.parkers[index].unpark();
     }
 
     /// Parks worker `index` unless `has_work` finds something after it has
@@ -294,6 +389,12 @@ impl Sleep {
     ///
     /// Whatever the outcome other than [`Parked::Exit`], the worker counts
     /// as searching afterwards.
+    ///
+    /// The list's lock covers only the registration; the re-check and the
+    /// wait happen outside it, the wait on the worker's own parker. While
+    /// the pool drains, the re-check stays under the lock, so that the last
+    /// worker to register decides on the end from a view no registration
+    /// or removal can interleave with.
     pub(crate) fn park(
         &self,
         index: usize,
@@ -319,68 +420,113 @@ impl Sleep {
         // SeqCst: the sleeper's write of the Dekker pair; see the module docs.
         let prev = State(self.state.fetch_add(delta, Ordering::SeqCst));
         // A searcher that leaves others searching skips the re-check (and
-        // its O(workers) sweep under the lock): a producer that saw it
-        // searching skipped its wake-up for the searchers, and the last of
-        // them re-checks here, or in `stop_searching`'s caller, after it.
-        // Everyone else re-checks: a worker that was not searching, and the
-        // last searcher.
+        // its O(workers) sweep): a producer that saw it searching skipped
+        // its wake-up for the searchers, and the last of them re-checks
+        // here, or in `stop_searching`'s caller, after it. Everyone else
+        // re-checks: a worker that was not searching, and the last searcher.
         let recheck = !searching || prev.searching() == 1;
+        if sleepers.draining {
+            // SeqCst fence: as below.
+            fence(Ordering::SeqCst);
+            if has_work() {
+                let me = sleepers.idle.pop();
+                debug_assert_eq!(me, Some(index), "the sleeper list changed under its lock");
+                // SeqCst: as every change of the word.
+                self.state
+                    .fetch_add(SLEEPING_TO_SEARCHING, Ordering::SeqCst);
+                return Parked::Work;
+            }
+            if prev.sleeping() + 1 == self.workers {
+                // Every worker is registered and nothing is queued: done.
+                self.terminate_locked(&mut sleepers);
+                return Parked::Exit;
+            }
+            drop(sleepers);
+            on_block();
+            return self.block(index, false);
+        }
+        // While another worker is awake (running, or searching), one
+        // sleeper watches: it sleeps at most `WATCH`, then searches again,
+        // and so takes an item left in a next-item slot behind a long run
+        // (see `crate::next`). Relaxed: `watching` changes under the list's
+        // lock, which we hold; `nudge` reads it as a hint.
+        let watch = prev.sleeping() + 1 < self.workers && !self.watching.load(Ordering::Relaxed);
+        if watch {
+            self.watching.store(true, Ordering::Relaxed);
+        }
+        drop(sleepers);
         // SeqCst fence: orders the announcement above before the re-check
         // below, pairing with the producer's fence in `notify_one`.
         fence(Ordering::SeqCst);
         if recheck && has_work() {
-            let me = sleepers.idle.pop();
-            debug_assert_eq!(me, Some(index), "the sleeper list changed under its lock");
-            // SeqCst: as above.
-            self.state
-                .fetch_add(SLEEPING_TO_SEARCHING, Ordering::SeqCst);
-            return Parked::Work;
-        }
-        if sleepers.draining && prev.sleeping() + 1 == self.workers {
-            // Every worker is registered and nothing is queued: done.
-            self.terminate_locked(&mut sleepers);
-            return Parked::Exit;
+            if self.unregister(index, watch) {
+                return Parked::Work;
+            }
+            // A waker took us off the list first; its token is on its way
+            // (it set ours to searching). Nothing blocked, nothing to count.
+            let outcome = self.block(index, false);
+            if watch {
+                self.stop_watching();
+            }
+            return if outcome == Parked::Woken {
+                Parked::Work
+            } else {
+                outcome
+            };
         }
         on_block();
-        // While another worker is awake (running, or searching), one
-        // sleeper watches: it sleeps at most `WATCH`, then searches again,
-        // and so takes an item left in a next-item slot behind a long run
-        // (see `crate::next`). Relaxed: `watching` changes under the mutex
-        // we hold; `nudge` reads it as a hint.
-        let watch = prev.sleeping() + 1 < self.workers
-            && !sleepers.draining
-            && !self.watching.load(Ordering::Relaxed);
-        if watch {
-            self.watching.store(true, Ordering::Relaxed);
-        }
-        while !sleepers.notified[index] {
-            if !watch {
-                sleepers = self.wakers[index]
-                    .wait(sleepers)
-                    .unwrap_or_else(|e| e.into_inner());
-                continue;
-            }
-            let (guard, waited) = self.wakers[index]
-                .wait_timeout(sleepers, WATCH)
-                .unwrap_or_else(|e| e.into_inner());
-            sleepers = guard;
-            if waited.timed_out() && !sleepers.notified[index] {
-                // Nobody took us off the list: do it ourselves, and search.
-                if let Some(at) = sleepers.idle.iter().position(|&i| i == index) {
-                    sleepers.idle.swap_remove(at);
-                }
-                // SeqCst: as every change of the word (see the module docs).
-                self.state
-                    .fetch_add(SLEEPING_TO_SEARCHING, Ordering::SeqCst);
-                self.watching.store(false, Ordering::Relaxed);
-                return Parked::Watched;
-            }
-        }
-        if watch {
+        self.block(index, watch)
+    }
+
+    /// Takes worker `index` off the sleeper list and counts it as searching,
+    /// unless a waker already did (`false`: its token is set or about to
+    /// be). `watched`: the worker set `watching`, which it clears.
+    fn unregister(&self, index: usize, watched: bool) -> bool {
+        let mut sleepers = self.lock();
+        let Some(at) = sleepers.idle.iter().position(|&i| i == index) else {
+            return false;
+        };
+        sleepers.idle.swap_remove(at);
+        // SeqCst: as every change of the word (see the module docs).
+        self.state
+            .fetch_add(SLEEPING_TO_SEARCHING, Ordering::SeqCst);
+        if watched {
+            // Relaxed: under the list's lock, as every write of the flag.
             self.watching.store(false, Ordering::Relaxed);
         }
-        sleepers.notified[index] = false;
-        if sleepers.terminated {
+        true
+    }
+
+    /// The watcher stops watching (woken by a token).
+    fn stop_watching(&self) {
+        let _sleepers = self.lock();
+        // Relaxed: under the list's lock, as every write of the flag.
+        self.watching.store(false, Ordering::Relaxed);
+    }
+
+    /// Waits on worker `index`'s parker until a waker's token (or, for the
+    /// watcher, until `WATCH` runs out and it takes itself off the list).
+    fn block(&self, index: usize, watch: bool) -> Parked {
+        let parker = &self.parkers[index];
+        if !watch {
+            let woken = parker.wait(None);
+            debug_assert!(woken, "an untimed wait ends only with the token");
+        } else if !parker.wait(Some(WATCH)) {
+            // The time ran out and nobody woke us: take ourselves off the
+            // list and search, unless a waker did meanwhile.
+            if self.unregister(index, true) {
+                return Parked::Watched;
+            }
+            let woken = parker.wait(None);
+            debug_assert!(woken, "an untimed wait ends only with the token");
+        }
+        if watch {
+            self.stop_watching();
+        }
+        // Relaxed: the token came through our parker's mutex after the
+        // terminator's store (it sets the flag, then the tokens), so that
+        // store happens before this load.
+        if self.terminated.load(Ordering::Relaxed) {
             Parked::Exit
         } else {
             Parked::Woken
@@ -393,6 +539,9 @@ impl Sleep {
     pub(crate) fn begin_draining(&self, has_work: impl Fn() -> bool) {
         let mut sleepers = self.lock();
         sleepers.draining = true;
+        // A registered worker may still be re-checking outside the lock;
+        // it holds no item and takes none before it takes itself off the
+        // list under this lock, so `has_work` sees what it sees.
         if sleepers.idle.len() == self.workers && !has_work() {
             self.terminate_locked(&mut sleepers);
         }
@@ -407,11 +556,15 @@ impl Sleep {
 
     fn terminate_locked(&self, sleepers: &mut Sleepers) {
         sleepers.terminated = true;
+        // Relaxed: read by a worker after its token, which follows (see
+        // `block`); the others read `Sleepers::terminated` under the lock.
+        self.terminated.store(true, Ordering::Relaxed);
         while let Some(index) = sleepers.idle.pop() {
             // SeqCst: as everywhere on this word (kept exact for `parked`).
             self.state.fetch_sub(SLEEPING_ONE, Ordering::SeqCst);
-            sleepers.notified[index] = true;
-            self.wakers[index].notify_one();
+            // Under the list's lock: the lock order is list, then parker
+            // (no one takes the list's lock holding a parker's).
+            self.parkers[index].unpark();
         }
     }
 
@@ -421,20 +574,28 @@ impl Sleep {
         self.lock().terminated
     }
 
-    /// Workers currently registered as sleepers. Read under the mutex, so
-    /// each of them is blocked on its condition variable (a worker holds
-    /// the mutex from registering until it waits).
+    /// Workers currently registered as sleepers: each is blocked on its
+    /// parker or about to be (its re-check, outside the lock, found nothing
+    /// yet or is still running).
     pub(crate) fn sleeping(&self) -> usize {
         self.lock().idle.len()
     }
 
-    /// Whether every worker is registered and none watches: each is then
-    /// blocked without a time limit, and nothing changes until a wake-up.
-    /// Read under the mutex, so the two facts hold at one moment.
+    /// Whether every worker is registered, blocked, and none watches: each
+    /// then waits without a time limit, and nothing changes until a
+    /// wake-up. Read under the list's lock, so the facts hold at one moment.
     #[cfg(all(test, not(stepsched_loom)))]
     pub(crate) fn settled(&self) -> bool {
         let sleepers = self.lock();
-        sleepers.idle.len() == self.workers && !self.watching.load(Ordering::Relaxed)
+        sleepers.idle.len() == self.workers
+            && !self.watching.load(Ordering::Relaxed)
+            && self.parkers.iter().all(|p| p.lock().blocked)
+    }
+
+    /// Whether worker `index`'s token is set (a wake-up not yet seen).
+    #[cfg(all(test, not(stepsched_loom)))]
+    pub(crate) fn token_set(&self, index: usize) -> bool {
+        self.parkers[index].lock().set
     }
 
     /// Pretends a watcher sleeps (or none), for tests that need a sleeper

@@ -31,6 +31,40 @@ fn park_with_work_pending_does_not_block() {
     assert!(sleep.stop_searching(), "the only searcher is the last one");
 }
 
+/// A waker may pick a worker between its registration and its re-check
+/// (the re-check runs outside the list's lock). If the re-check then finds
+/// work, the worker is already off the list and counted as searching; it
+/// must consume the waker's token, or its next park would end at once
+/// while it is still registered.
+#[test]
+fn a_recheck_that_finds_work_after_a_wake_consumes_the_token() {
+    let sleep = Sleep::new(2);
+    sleep.set_watching(true); // worker 0 sleeps without a time limit
+    let mut blocked = false;
+    let outcome = sleep.park(
+        0,
+        false,
+        || {
+            // A producer's wake-up lands between registration and re-check.
+            sleep.notify_one(None);
+            true
+        },
+        || blocked = true,
+    );
+    assert_eq!(outcome, Parked::Work);
+    assert!(!blocked, "a worker that found work counts no park");
+    assert!(
+        !sleep.token_set(0),
+        "the waker's token was left for the next park"
+    );
+    assert_eq!(sleep.sleeping(), 0);
+    assert_eq!(
+        sleep.searching(),
+        1,
+        "searching once, as the waker counted it"
+    );
+}
+
 #[test]
 fn last_sleeper_terminates_a_draining_pool() {
     let sleep = Sleep::new(1);

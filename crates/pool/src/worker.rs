@@ -582,7 +582,8 @@ pub(crate) fn main_loop<T: Send + 'static>(ctx: WorkerContext<T>) {
     let shared = &*ctx.shared;
     loop {
         // Relaxed: a forced stop only has to be noticed eventually; the
-        // sleep mutex orders it for parked workers.
+        // parker lock through which `terminate` wakes a parked worker
+        // orders it for that worker.
         if shared.stop.load(Ordering::Relaxed) {
             break;
         }
