@@ -575,7 +575,9 @@ impl<T: Send + 'static> Pool<T> {
         self.shared.counters.iter().map(|c| c.snapshot()).collect()
     }
 
-    /// The number of workers currently parked (or committed to parking).
+    /// The number of workers currently registered as parked: blocked, or
+    /// about to block (a registered worker's last look at the queues may
+    /// still find work and take it back off the list).
     /// Once its work is done and spinning has ended, an idle pool has all
     /// its workers parked and uses no CPU.
     ///

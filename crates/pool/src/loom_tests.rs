@@ -4,6 +4,9 @@
 //!   (the whole-pool models in `tests/loom.rs` use a mutex-protected queue
 //!   for the global queue and inboxes under loom, whose lock would hide a
 //!   missing fence; a deque push takes no lock).
+//! * A wake-up that picks a parking worker between its registration and
+//!   its re-check (which runs outside the sleeper list's lock): the worker
+//!   ends searching, off the list, with no token left for its next park.
 //! * Draining: the pool ends (every worker exits, none is left parked) and
 //!   an item queued during the drain runs exactly once.
 //! * Two workers stealing from a third through the real search path
@@ -20,7 +23,7 @@
 //!   is never read and written at once.
 //!
 //! A lost wake-up shows as a loom deadlock (the producer joins a worker that
-//! is blocked on its condition variable); every model also checks a
+//! is blocked on its parker); every model also checks a
 //! per-item ledger.
 //!
 //! Run with:
@@ -86,6 +89,32 @@ fn deque_push_races_parking() {
             assert_eq!(left, None);
         });
     }
+}
+
+#[test]
+fn a_wake_during_the_recheck_leaves_no_token() {
+    // Worker 1 parks (its re-check runs outside the list's lock) while the
+    // model thread pushes and wakes a sleeper: the waker may pick worker 1
+    // between its registration and its re-check, and the re-check may
+    // then find the item. Whichever way it goes, worker 1 ends searching,
+    // off the list, with no wake-up token left over for its next park.
+    loom::model(|| {
+        let sleep = Arc::new(Sleep::new(2));
+        let deque = Deque::new();
+        let stealer = deque.stealer();
+        let s = sleep.clone();
+        let worker = thread::spawn(move || s.park(1, false, || !stealer.is_empty(), || {}));
+        deque.push(7usize);
+        sleep.notify_one(None);
+        let outcome = worker.join().unwrap();
+        assert!(
+            matches!(outcome, Parked::Work | Parked::Woken),
+            "{outcome:?}"
+        );
+        assert!(!sleep.token_set(1), "a token was left for the next park");
+        assert_eq!(sleep.sleeping(), 0);
+        assert_eq!(sleep.searching(), 1);
+    });
 }
 
 #[test]

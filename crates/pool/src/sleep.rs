@@ -593,7 +593,7 @@ impl Sleep {
     }
 
     /// Whether worker `index`'s token is set (a wake-up not yet seen).
-    #[cfg(all(test, not(stepsched_loom)))]
+    #[cfg(test)]
     pub(crate) fn token_set(&self, index: usize) -> bool {
         self.parkers[index].lock().set
     }
@@ -607,7 +607,7 @@ impl Sleep {
     }
 
     /// Workers currently counted as searching.
-    #[cfg(all(test, not(stepsched_loom)))]
+    #[cfg(test)]
     pub(crate) fn searching(&self) -> usize {
         self.load().searching()
     }

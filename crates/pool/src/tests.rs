@@ -267,8 +267,10 @@ fn a_wake_up_is_counted_by_the_worker_it_woke() {
         .build(move |n: u32, _| tx.send(n).unwrap())
         .unwrap();
     let until = Instant::now() + Duration::from_secs(20);
-    // Both workers asleep (the hang guard only bounds a failure).
-    while pool.shared.sleep.sleeping() < 2 {
+    // Both workers asleep and blocked, neither watching (a registered
+    // worker may still be re-checking, its park not yet counted; the hang
+    // guard only bounds a failure).
+    while !pool.shared.sleep.settled() {
         assert!(Instant::now() < until, "the workers never parked");
         std::thread::yield_now();
     }
