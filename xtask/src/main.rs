@@ -229,8 +229,11 @@ fn loom(args: &[String]) -> Result<(), String> {
         let dir = crate_dir(krate)?;
         let loom_cargo = || {
             let mut cmd = cargo();
+            // Release for speed, with the `debug_assert!`s of the
+            // protocols compiled in: a model checks them on every path.
             cmd.env("RUSTFLAGS", "--cfg stepsched_loom")
                 .env("LOOM_MAX_PREEMPTIONS", &preemptions)
+                .env("CARGO_PROFILE_RELEASE_DEBUG_ASSERTIONS", "true")
                 .env("CARGO_TARGET_DIR", root().join("target/loom"))
                 .args(["test", "--release", "-p", krate, "--features", "loom"]);
             cmd

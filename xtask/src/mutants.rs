@@ -796,9 +796,11 @@ impl Runner {
         cmd.current_dir(&self.src);
         if loom {
             // Incremental and without debug info: the scratch build only
-            // needs to rebuild the mutated crate quickly.
+            // needs to rebuild the mutated crate quickly. Debug assertions
+            // on, as in `cargo xtask loom`.
             cmd.env("RUSTFLAGS", "--cfg stepsched_loom")
                 .env("LOOM_MAX_PREEMPTIONS", &self.preemptions)
+                .env("CARGO_PROFILE_RELEASE_DEBUG_ASSERTIONS", "true")
                 .env("CARGO_PROFILE_RELEASE_DEBUG", "0")
                 .env("CARGO_PROFILE_RELEASE_INCREMENTAL", "true")
                 .env("CARGO_TARGET_DIR", self.target.join("loom"));
