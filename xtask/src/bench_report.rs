@@ -171,7 +171,6 @@ fn machine() -> String {
     format!("{date}; {cpus} CPUs ({model}); {rustc}")
 }
 
-/// Renders the tables.
 /// The line above the tables: the machine, the last command, how to read
 /// the tables.
 fn header(command: &str) -> String {
@@ -185,6 +184,7 @@ fn header(command: &str) -> String {
     )
 }
 
+/// Renders the tables.
 fn render(results: &[Result], command: &str) -> String {
     let mut groups: BTreeMap<&str, Vec<&Result>> = BTreeMap::new();
     for r in results {

@@ -11,9 +11,10 @@
 //! One atomic word holds two counts: `searching` (workers looking for work
 //! in other workers' queues, including the ones spinning between searches)
 //! and `sleeping` (workers registered in the sleeper list). The sleeper
-//! list and the `draining`/`terminated` flags sit behind one mutex, held
-//! only for a few loads and stores; every change of `sleeping` happens
-//! under it. Each worker blocks on a parker of its own (a token behind its
+//! list and the `draining` flag sit behind one mutex, held only for a few
+//! loads and stores; every change of `sleeping` happens under it, and so
+//! does the one write of `terminated` (an atomic, so a woken worker reads
+//! it without the mutex). Each worker blocks on a parker of its own (a token behind its
 //! own mutex, with a condition variable), so a wake-up touches the list's
 //! lock briefly and then only the woken worker's.
 //!
@@ -134,8 +135,6 @@ struct Sleepers {
     idle: Vec<usize>,
     /// Shutdown has begun: the last worker to find nothing ends the pool.
     draining: bool,
-    /// The pool is over: every worker exits.
-    terminated: bool,
 }
 
 /// One worker's own park state: its wake-up token, behind a mutex of its
@@ -154,6 +153,7 @@ struct Token {
     /// and has not yet been seen by it.
     set: bool,
     /// The worker is blocked on its condition variable (tests read it).
+    #[cfg(test)]
     blocked: bool,
 }
 
@@ -184,7 +184,10 @@ impl Parker {
     /// out); returns whether the token was set, and consumes it if so.
     fn wait(&self, limit: Option<std::time::Duration>) -> bool {
         let mut token = self.lock();
-        token.blocked = true;
+        #[cfg(test)]
+        {
+            token.blocked = true;
+        }
         while !token.set {
             match limit {
                 None => token = self.wake.wait(token).unwrap_or_else(|e| e.into_inner()),
@@ -200,7 +203,10 @@ impl Parker {
                 }
             }
         }
-        token.blocked = false;
+        #[cfg(test)]
+        {
+            token.blocked = false;
+        }
         std::mem::take(&mut token.set)
     }
 }
@@ -232,8 +238,8 @@ pub(crate) struct Sleep {
     /// One parker per worker, each on its own cache line, so a wake-up
     /// targets one thread and contends with nobody else's.
     parkers: Box<[CachePadded<Parker>]>,
-    /// `Sleepers::terminated`, readable without the list's lock by a worker
-    /// its token woke.
+    /// The pool is over: every worker exits. Written once, under the
+    /// list's lock; read under it, or by a worker its token woke.
     terminated: AtomicBool,
     workers: usize,
     /// Whether a worker sleeps as the watcher: with a time limit, to look
@@ -255,7 +261,6 @@ impl Sleep {
             sleepers: Mutex::new(Sleepers {
                 idle: Vec::with_capacity(workers),
                 draining: false,
-                terminated: false,
             }),
             parkers: (0..workers)
                 .map(|_| CachePadded::new(Parker::new()))
@@ -403,7 +408,8 @@ impl Sleep {
         on_block: impl FnOnce(),
     ) -> Parked {
         let mut sleepers = self.lock();
-        if sleepers.terminated {
+        // Relaxed: written under the lock we hold.
+        if self.terminated.load(Ordering::Relaxed) {
             if searching {
                 // SeqCst: as everywhere on this word (the pool is over; this
                 // only keeps the count exact).
@@ -429,11 +435,8 @@ impl Sleep {
             // SeqCst fence: as below.
             fence(Ordering::SeqCst);
             if has_work() {
-                let me = sleepers.idle.pop();
-                debug_assert_eq!(me, Some(index), "the sleeper list changed under its lock");
-                // SeqCst: as every change of the word.
-                self.state
-                    .fetch_add(SLEEPING_TO_SEARCHING, Ordering::SeqCst);
+                let removed = self.remove_locked(&mut sleepers, index);
+                debug_assert!(removed, "the sleeper list changed under its lock");
                 return Parked::Work;
             }
             if prev.sleeping() + 1 == self.workers {
@@ -483,6 +486,19 @@ impl Sleep {
     /// be). `watched`: the worker set `watching`, which it clears.
     fn unregister(&self, index: usize, watched: bool) -> bool {
         let mut sleepers = self.lock();
+        if !self.remove_locked(&mut sleepers, index) {
+            return false;
+        }
+        if watched {
+            // Relaxed: under the list's lock, as every write of the flag.
+            self.watching.store(false, Ordering::Relaxed);
+        }
+        true
+    }
+
+    /// Under the list's lock: takes worker `index` off the list and moves
+    /// it from sleeping to searching; `false` if it is not on the list.
+    fn remove_locked(&self, sleepers: &mut Sleepers, index: usize) -> bool {
         let Some(at) = sleepers.idle.iter().position(|&i| i == index) else {
             return false;
         };
@@ -490,10 +506,6 @@ impl Sleep {
         // SeqCst: as every change of the word (see the module docs).
         self.state
             .fetch_add(SLEEPING_TO_SEARCHING, Ordering::SeqCst);
-        if watched {
-            // Relaxed: under the list's lock, as every write of the flag.
-            self.watching.store(false, Ordering::Relaxed);
-        }
         true
     }
 
@@ -555,9 +567,8 @@ impl Sleep {
     }
 
     fn terminate_locked(&self, sleepers: &mut Sleepers) {
-        sleepers.terminated = true;
-        // Relaxed: read by a worker after its token, which follows (see
-        // `block`); the others read `Sleepers::terminated` under the lock.
+        // Relaxed: read under the lock we hold, or by a worker after its
+        // token, which follows (see `block`).
         self.terminated.store(true, Ordering::Relaxed);
         while let Some(index) = sleepers.idle.pop() {
             // SeqCst: as everywhere on this word (kept exact for `parked`).
@@ -571,7 +582,9 @@ impl Sleep {
     /// Whether the pool has terminated.
     #[cfg(all(test, not(stepsched_loom)))]
     pub(crate) fn is_terminated(&self) -> bool {
-        self.lock().terminated
+        // Relaxed: written once, under the lock we take.
+        let _sleepers = self.lock();
+        self.terminated.load(Ordering::Relaxed)
     }
 
     /// Workers currently registered as sleepers: each is blocked on its
