@@ -197,12 +197,19 @@ pub enum StartError {
     /// The configuration cannot be used: no cluster key chosen, a key
     /// shorter than 16 bytes, an unreadable credentials file.
     Config(String),
-    /// Another node already has this node's number: something answered,
-    /// or listened without answering, on the node's subject (within half
-    /// the connect timeout). Two nodes with one number would split its
-    /// messages. A node whose machine died without closing its connection
-    /// holds the number until the server drops that connection (its ping
-    /// timeout, 2 minutes by default).
+    /// Another node already has this node's number: a node of that
+    /// number answered the start-up question on the node's subject (with a
+    /// cluster key, with a valid tag), or, when something listened there
+    /// without answering, was heard heartbeating within one member
+    /// timeout. Two nodes with one number would split its messages.
+    ///
+    /// A listener that neither answers nor heartbeats (a monitor
+    /// subscribed to `prefix.>`) does not hold the number. Nor does a node
+    /// whose machine died without closing its connection: the new node
+    /// starts, and until the server drops the dead connection (its ping
+    /// timeout, about 2 minutes by default) the server hands part of the
+    /// node's messages to the dead subscription, lost and counted as gaps
+    /// at this node.
     NodeTaken(u32),
 }
 

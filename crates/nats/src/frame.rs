@@ -203,8 +203,14 @@ pub(crate) struct Notice {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) enum Beat {
     /// `node` (in its run `incarnation`) is up; sent at start and then
-    /// every heartbeat interval.
-    Hello { node: u32, incarnation: u64 },
+    /// every heartbeat interval, `beat` counting up from 1 within the run
+    /// (a recorded heartbeat played back is older than the last one heard,
+    /// and is ignored).
+    Hello {
+        node: u32,
+        incarnation: u64,
+        beat: u64,
+    },
     /// `node` leaves the cluster.
     Bye { node: u32, incarnation: u64 },
 }

@@ -22,6 +22,8 @@ pub enum Membership {
 #[derive(Debug)]
 struct Member {
     incarnation: u64,
+    /// The number of the last heartbeat taken from this run.
+    beat: u64,
     last_seen: Instant,
     left: bool,
     subject: Subject,
@@ -44,6 +46,10 @@ pub(crate) enum Seen {
     Again,
     /// New, back after a silence or a goodbye, or restarted: answer it.
     Fresh,
+    /// Ignored: no newer than the last heartbeat of the same run, from a
+    /// run that said goodbye, or from another run while the current one is
+    /// still heard (what a recorded heartbeat played back looks like).
+    Stale,
 }
 
 impl Members {
@@ -76,11 +82,21 @@ impl Members {
         }
     }
 
-    /// Records a heartbeat of `node` in run `incarnation`.
+    /// Records heartbeat number `beat` of `node` in run `incarnation`.
+    ///
+    /// A run is taken at its word only while it is newer than what was
+    /// heard: within a run the numbers must go up, a run that said goodbye
+    /// stays gone, and another run of the node replaces the current one
+    /// only once that one has said goodbye or been silent for the member
+    /// timeout (a node that restarts is seen within a timeout). So a
+    /// heartbeat recorded earlier and played back, even with its valid
+    /// tag, neither brings back a node that left nor moves a live node to
+    /// an old run whose goodbye could then be played back too.
     pub(crate) fn hello(
         &self,
         node: u32,
         incarnation: u64,
+        beat: u64,
         subject: impl FnOnce() -> Subject,
     ) -> Seen {
         let now = Instant::now();
@@ -88,10 +104,17 @@ impl Members {
             let mut table = self.table.write().unwrap_or_else(|e| e.into_inner());
             match table.get_mut(&node) {
                 Some(m) => {
-                    let fresh = m.left
-                        || m.incarnation != incarnation
-                        || now.saturating_duration_since(m.last_seen) > self.timeout;
+                    let silent = now.saturating_duration_since(m.last_seen) > self.timeout;
+                    if m.incarnation == incarnation {
+                        if m.left || beat <= m.beat {
+                            return Seen::Stale;
+                        }
+                    } else if !m.left && !silent {
+                        return Seen::Stale;
+                    }
+                    let fresh = m.left || m.incarnation != incarnation || silent;
                     m.incarnation = incarnation;
+                    m.beat = beat;
                     m.last_seen = now;
                     m.left = false;
                     if fresh { Seen::Fresh } else { Seen::Again }
@@ -101,6 +124,7 @@ impl Members {
                         node,
                         Member {
                             incarnation,
+                            beat,
                             last_seen: now,
                             left: false,
                             subject: subject(),
@@ -189,22 +213,52 @@ mod tests {
     fn hello_bye_and_restart() {
         let m = Members::new(Duration::from_secs(3600));
         assert_eq!(m.state(1), Membership::Unknown);
-        assert_eq!(m.hello(1, 10, subject), Seen::Fresh);
-        assert_eq!(m.hello(1, 10, subject), Seen::Again);
+        assert_eq!(m.hello(1, 10, 1, subject), Seen::Fresh);
+        assert_eq!(m.hello(1, 10, 2, subject), Seen::Again);
         assert_eq!(m.state(1), Membership::Up);
         m.bye(1, 9); // an older run's goodbye
         assert_eq!(m.state(1), Membership::Up);
         m.bye(1, 10);
         assert_eq!(m.state(1), Membership::Left);
-        assert_eq!(m.hello(1, 11, subject), Seen::Fresh);
+        assert_eq!(m.hello(1, 11, 1, subject), Seen::Fresh);
         assert_eq!(m.state(1), Membership::Up);
         assert_eq!(m.snapshot(), [(1, Membership::Up)]);
     }
 
     #[test]
+    fn a_heartbeat_played_back_is_ignored() {
+        let m = Members::new(Duration::from_secs(3600));
+        assert_eq!(m.hello(1, 10, 5, subject), Seen::Fresh);
+        // The same run's earlier (or the same) heartbeat.
+        assert_eq!(m.hello(1, 10, 4, subject), Seen::Stale);
+        assert_eq!(m.hello(1, 10, 5, subject), Seen::Stale);
+        // Another run's, while this one is heard: its goodbye, played
+        // next, must not take the live node out.
+        assert_eq!(m.hello(1, 9, 7, subject), Seen::Stale);
+        m.bye(1, 9);
+        assert_eq!(m.state(1), Membership::Up);
+        // A run that said goodbye stays gone, whatever its numbers.
+        m.bye(1, 10);
+        assert_eq!(m.hello(1, 10, 6, subject), Seen::Stale);
+        assert_eq!(m.state(1), Membership::Left);
+    }
+
+    #[test]
+    fn a_new_run_replaces_a_silent_one() {
+        let m = Members::new(Duration::from_millis(1));
+        assert_eq!(m.hello(1, 10, 1, subject), Seen::Fresh);
+        let silent = Instant::now() + Duration::from_millis(50);
+        while Instant::now() < silent {
+            std::thread::yield_now();
+        }
+        assert_eq!(m.hello(1, 11, 1, subject), Seen::Fresh);
+        assert_eq!(m.state(1), Membership::Up);
+    }
+
+    #[test]
     fn silence_makes_a_node_unreachable() {
         let m = Members::new(Duration::from_secs(1));
-        m.hello(1, 10, subject);
+        m.hello(1, 10, 1, subject);
         let later = Instant::now() + Duration::from_secs(2);
         assert_eq!(m.route(1, later), Err(Membership::Unreachable));
         assert!(m.route(1, Instant::now()).is_ok());

@@ -113,6 +113,11 @@ pub struct NodeStats {
     pub gaps: u64,
     /// Heartbeats from another node claiming this node's number.
     pub conflicts: u64,
+    /// Heartbeats ignored as played back: no newer than the last one of
+    /// the same run, from a run that said goodbye, or from another run of a
+    /// node whose current run is still heard (see
+    /// [`Membership`](crate::Membership)).
+    pub stale_beats: u64,
     /// Frames (messages, notices, replies, heartbeats) without a valid
     /// cluster-key tag: dropped before they are decoded, never delivered
     /// and never counted as duplicates or gaps.
@@ -146,6 +151,7 @@ struct Counters {
     duplicates: AtomicU64,
     gaps: AtomicU64,
     conflicts: AtomicU64,
+    stale_beats: AtomicU64,
     unauthenticated: AtomicU64,
     slow_consumer: AtomicU64,
     window_full: AtomicU64,
@@ -203,6 +209,8 @@ struct Shared {
     key: Option<frame::TagKey>,
     /// The node has announced itself (`Node::announce`).
     announced: AtomicBool,
+    /// The number of the last heartbeat sent (see `Beat::Hello`).
+    beats: AtomicU64,
     config: NodeConfig,
     members: Members,
     /// The client is connected (set by the client's event callback).
@@ -320,6 +328,87 @@ fn incarnation() -> u64 {
     h.finish()
 }
 
+/// Whether a live node has number `node`: asked on its subject before we
+/// subscribe there, so only another node (or a bystander) can hear it.
+///
+/// * The server answers "no responders" when nothing listens: free.
+/// * A live node answers with a reply frame of its number (with a cluster
+///   key, tagged: an answer anyone could forge does not count): taken.
+/// * Something listens without answering within `ask_for`: a bystander
+///   (a monitor subscribed to `prefix.>`), a node too busy to answer, or
+///   one whose connection died without closing (the server keeps its
+///   subscription until its ping timeout). Only a live node heartbeats,
+///   so a heartbeat of that number within one member timeout (heard
+///   since before the question) says taken, and silence says free.
+#[allow(clippy::too_many_arguments)]
+async fn probe_number(
+    client: &async_nats::Client,
+    key: Option<&frame::TagKey>,
+    node: u32,
+    data: String,
+    members: String,
+    probe: Vec<u8>,
+    ask_for: Duration,
+    member_timeout: Duration,
+) -> Result<(), Taken> {
+    let error = |e: &dyn std::fmt::Display| Taken::Error(e.to_string());
+    let inbox = client.new_inbox();
+    let mut answers = client
+        .subscribe(inbox.clone())
+        .await
+        .map_err(|e| error(&e))?;
+    let mut beats = client.subscribe(members).await.map_err(|e| error(&e))?;
+    client
+        .publish_with_reply(data, inbox, probe.into())
+        .await
+        .map_err(|e| error(&e))?;
+    client.flush().await.map_err(|e| error(&e))?;
+    // A genuine answer: a reply frame from a node of our number.
+    let answered = |payload: &[u8]| {
+        frame::open(key, payload)
+            .and_then(Header::read)
+            .is_some_and(|(h, _)| h.kind == KIND_REPLY && h.origin == node)
+    };
+    // A genuine heartbeat of a node of our number.
+    let heard = |payload: &[u8]| {
+        frame::open(key, payload)
+            .and_then(frame::decode_body::<Beat>)
+            .is_some_and(|b| matches!(b, Beat::Hello { node: n, .. } if n == node))
+    };
+    let asked = tokio::time::sleep(ask_for);
+    tokio::pin!(asked);
+    loop {
+        tokio::select! {
+            answer = answers.next() => match answer {
+                Some(m) if m.status == Some(async_nats::StatusCode::NO_RESPONDERS) => return Ok(()),
+                Some(m) if answered(&m.payload) => return Err(Taken::Yes),
+                // Not an answer of a node: ignored.
+                Some(_) => {}
+                None => return Err(Taken::Error("the probe's inbox closed".into())),
+            },
+            beat = beats.next() => match beat {
+                Some(m) if heard(&m.payload) => return Err(Taken::Yes),
+                Some(_) => {}
+                None => return Err(Taken::Error("the members subscription closed".into())),
+            },
+            () = &mut asked => break,
+        }
+    }
+    // Something heard the question and kept quiet: listen for a heartbeat.
+    let quiet = tokio::time::sleep(member_timeout);
+    tokio::pin!(quiet);
+    loop {
+        tokio::select! {
+            beat = beats.next() => match beat {
+                Some(m) if heard(&m.payload) => return Err(Taken::Yes),
+                Some(_) => {}
+                None => return Err(Taken::Error("the members subscription closed".into())),
+            },
+            () = &mut quiet => return Ok(()),
+        }
+    }
+}
+
 impl<P: NodeProcess> Node<P> {
     /// Builds the scheduler from `builder` (with its node number set to
     /// `config`'s), connects to the NATS server (with the config's
@@ -341,10 +430,10 @@ impl<P: NodeProcess> Node<P> {
     /// [`StartError::Connect`] if the server does not accept a connection
     /// within the connect timeout, or refuses the credentials ("authorization
     /// violation") or the TLS handshake; [`StartError::NodeTaken`] if a
-    /// live node already answers on this node's subject;
+    /// live node already has this node's number (see there);
     /// [`StartError::Subscribe`] if the subscriptions do not go through in
     /// time; [`StartError::Io`] if a thread cannot be spawned. Never hangs
-    /// past about twice the connect timeout.
+    /// past about twice the connect timeout and one member timeout.
     ///
     /// Must not be called from inside a tokio runtime (it blocks).
     pub fn start(builder: Builder<P>, config: NodeConfig) -> Result<Node<P>, StartError> {
@@ -443,28 +532,19 @@ impl<P: NodeProcess> Node<P> {
             }
             .write(&mut probe);
             frame::seal(key.as_ref(), &mut probe);
+            let member_timeout = config.member_timeout;
             async move {
-                // Is the number taken? Asked before we subscribe there, so
-                // only another node can answer. "No responders" is the
-                // server saying nobody listens on the subject.
-                let asked = tokio::time::timeout(
+                probe_number(
+                    &client,
+                    key.as_ref(),
+                    node,
+                    data.clone(),
+                    members.clone(),
+                    probe,
                     connect_timeout / 2,
-                    client.request(data.clone(), probe.into()),
+                    member_timeout,
                 )
-                .await;
-                match asked {
-                    Ok(Err(e)) if e.kind() == async_nats::RequestErrorKind::NoResponders => {}
-                    Ok(Ok(_)) => return Err(Taken::Yes),
-                    // A subscriber that does not answer: a node too busy
-                    // to, one whose machine died without closing its
-                    // connection (the server drops it after its ping
-                    // timeout), or something else on our subject.
-                    Err(_) => return Err(Taken::Yes),
-                    Ok(Err(e)) if e.kind() == async_nats::RequestErrorKind::TimedOut => {
-                        return Err(Taken::Yes);
-                    }
-                    Ok(Err(e)) => return Err(Taken::Error(e.to_string())),
-                }
+                .await?;
                 // One queue group: should two nodes with one number still
                 // slip in together (both probing at once), each message
                 // goes to one of them, never to both.
@@ -484,7 +564,9 @@ impl<P: NodeProcess> Node<P> {
             }
         };
         let (data_sub, members_sub) = runtime
-            .block_on(async { tokio::time::timeout(connect_timeout, subscribe).await })
+            .block_on(async {
+                tokio::time::timeout(connect_timeout + config.member_timeout, subscribe).await
+            })
             .map_err(|_| StartError::Subscribe("timed out".into()))?
             .map_err(|e| match e {
                 Taken::Yes => StartError::NodeTaken(node),
@@ -498,6 +580,7 @@ impl<P: NodeProcess> Node<P> {
             incarnation,
             key,
             announced: AtomicBool::new(false),
+            beats: AtomicU64::new(0),
             members: Members::new(config.member_timeout),
             config,
             connected,
@@ -555,13 +638,7 @@ impl<P: NodeProcess> Node<P> {
         runtime.spawn(heartbeat(shared.clone()));
         // The first heartbeat goes out at once; make sure it reached the
         // server before we say we are announced.
-        let hello = beat(
-            shared,
-            Beat::Hello {
-                node: shared.node,
-                incarnation: shared.incarnation,
-            },
-        );
+        let hello = hello(shared);
         let s = shared.clone();
         let timeout = shared.config.connect_timeout;
         shared
@@ -870,6 +947,7 @@ impl<P: NodeProcess> Link<P> {
             duplicates: get(&c.duplicates),
             gaps: get(&c.gaps),
             conflicts: get(&c.conflicts),
+            stale_beats: get(&c.stale_beats),
             unauthenticated: get(&c.unauthenticated),
             slow_consumer: get(&c.slow_consumer) + get(&self.shared.slow),
             window_full: get(&c.window_full),
@@ -1612,20 +1690,27 @@ async fn read_beats(shared: Arc<Shared>, mut sub: Subscriber) {
             continue;
         };
         match frame::decode_body::<Beat>(bytes) {
-            Some(Beat::Hello { node, incarnation }) if node == shared.node => {
+            Some(Beat::Hello {
+                node, incarnation, ..
+            }) if node == shared.node => {
                 if incarnation != shared.incarnation {
                     bump(&shared.stats.conflicts, 1);
                 }
             }
-            Some(Beat::Hello { node, incarnation }) => {
+            Some(Beat::Hello {
+                node,
+                incarnation,
+                beat,
+            }) => {
                 let config = &shared.config;
-                let fresh = shared.members.hello(node, incarnation, || {
+                match shared.members.hello(node, incarnation, beat, || {
                     Subject::from(config.node_subject(node))
-                });
-                if fresh == crate::members::Seen::Fresh {
+                }) {
                     // A newcomer (or one back from silence) learns of us
                     // now rather than at our next heartbeat.
-                    shared.beat_now.notify_one();
+                    crate::members::Seen::Fresh => shared.beat_now.notify_one(),
+                    crate::members::Seen::Again => {}
+                    crate::members::Seen::Stale => bump(&shared.stats.stale_beats, 1),
                 }
             }
             Some(Beat::Bye { node, incarnation }) => {
@@ -1643,13 +1728,6 @@ async fn heartbeat(shared: Arc<Shared>) {
     let mut tick = tokio::time::interval(shared.config.heartbeat);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let subject = Subject::from(shared.config.members_subject());
-    let hello = beat(
-        &shared,
-        Beat::Hello {
-            node: shared.node,
-            incarnation: shared.incarnation,
-        },
-    );
     loop {
         tokio::select! {
             _ = tick.tick() => {}
@@ -1658,6 +1736,21 @@ async fn heartbeat(shared: Arc<Shared>) {
         if !shared.open.load(Ordering::Acquire) {
             return;
         }
-        shared.publish(subject.clone(), hello.clone()).await;
+        shared.publish(subject.clone(), hello(&shared)).await;
     }
+}
+
+/// The node's next heartbeat, numbered one above the last.
+fn hello(shared: &Shared) -> Vec<u8> {
+    // Relaxed: the counter only has to hand out distinct, growing numbers;
+    // the heartbeats publish nothing else.
+    let beat_no = shared.beats.fetch_add(1, Ordering::Relaxed) + 1;
+    beat(
+        shared,
+        Beat::Hello {
+            node: shared.node,
+            incarnation: shared.incarnation,
+            beat: beat_no,
+        },
+    )
 }

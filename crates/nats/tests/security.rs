@@ -8,7 +8,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{GUARD, Msg, Proc, collector, config, node, pair, seal, server};
+use common::{GUARD, KEY, Msg, Proc, collector, config, node, pair, seal, server};
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use stepsched::{Pid, Scheduler};
@@ -28,8 +28,15 @@ fn raw(server: &NatsServer) -> (tokio::runtime::Runtime, async_nats::Client) {
 /// A membership frame, as the documented layout has it.
 #[derive(Serialize, Deserialize)]
 enum Beat {
-    Hello { node: u32, incarnation: u64 },
-    Bye { node: u32, incarnation: u64 },
+    Hello {
+        node: u32,
+        incarnation: u64,
+        beat: u64,
+    },
+    Bye {
+        node: u32,
+        incarnation: u64,
+    },
 }
 
 /// Node `node`'s incarnation, read from the public members subject (its
@@ -44,6 +51,7 @@ fn incarnation_of(rt: &tokio::runtime::Runtime, client: &async_nats::Client, nod
                     Beat::Hello {
                         node: n,
                         incarnation,
+                        ..
                     },
                     _,
                 )) = postcard::take_from_bytes::<Beat>(&m.payload)
@@ -297,4 +305,164 @@ fn a_second_node_with_a_live_number_is_refused() {
     assert_eq!(a.send_confirmed(None, to, Msg::Stop, GUARD), Ok(()));
     assert_eq!(seen.recv_timeout(GUARD).unwrap(), (None, to, Msg::Stop));
     assert_eq!(first.stats().received, 1);
+}
+
+/// A genuine (tagged) membership frame, as one recorded from the wire.
+fn recorded(beat: &Beat) -> Vec<u8> {
+    seal(KEY, postcard::to_stdvec(beat).unwrap())
+}
+
+/// Untagged junk: counted as unauthenticated once the node reads it, so
+/// publishing it after other frames tells when those were read.
+fn sentinel() -> Vec<u8> {
+    vec![0xff; 8]
+}
+
+/// At least `n` heartbeats were ignored as played back (a node's own
+/// first two heartbeats may also cross on the way and count).
+fn assert_stale(node: &Node<Proc>, n: u64) {
+    assert!(node.stats().stale_beats >= n, "{:?}", node.stats());
+}
+
+#[test]
+fn a_recorded_heartbeat_played_back_neither_removes_nor_revives_a_node() {
+    let server = server();
+    let (_a, b) = pair(&server);
+    let c = node(config(3, &server));
+    assert!(b.wait_for(3, GUARD));
+    let (rt, client) = raw(&server);
+    let inc_a = incarnation_of(&rt, &client, 1);
+    let inc_c = incarnation_of(&rt, &client, 3);
+
+    // Node 1's first heartbeat again, then another run of node 1 saying
+    // hello and goodbye (what recordings of an earlier run would give).
+    publish(
+        &rt,
+        &client,
+        "t.members",
+        vec![
+            recorded(&Beat::Hello {
+                node: 1,
+                incarnation: inc_a,
+                beat: 1,
+            }),
+            recorded(&Beat::Hello {
+                node: 1,
+                incarnation: inc_a ^ 1,
+                beat: 9,
+            }),
+            recorded(&Beat::Bye {
+                node: 1,
+                incarnation: inc_a ^ 1,
+            }),
+            sentinel(),
+        ],
+    );
+    wait_unauthenticated(&b, 1);
+    assert_eq!(b.membership(1), Membership::Up, "a live node taken out");
+    assert_stale(&b, 2);
+
+    // Node 3 leaves; its heartbeat, played back with any number, does not
+    // bring it back.
+    c.leave(GUARD).unwrap();
+    assert_eq!(b.wait_until_down(3, GUARD), Membership::Left);
+    publish(
+        &rt,
+        &client,
+        "t.members",
+        vec![
+            recorded(&Beat::Hello {
+                node: 3,
+                incarnation: inc_c,
+                beat: u64::MAX,
+            }),
+            sentinel(),
+        ],
+    );
+    wait_unauthenticated(&b, 2);
+    assert_eq!(
+        b.membership(3),
+        Membership::Left,
+        "a node that left revived"
+    );
+    assert_stale(&b, 3);
+}
+
+#[test]
+fn a_bystander_on_the_clusters_subjects_does_not_hold_a_number() {
+    let server = server();
+    let (rt, client) = raw(&server);
+    // A monitor on every subject of the prefix: it hears the start-up
+    // question and never answers.
+    let _watching = Watching(
+        Some(rt.block_on(async {
+            let sub = client.subscribe("t.>").await.unwrap();
+            client.flush().await.unwrap();
+            sub
+        })),
+        rt.handle().clone(),
+    );
+    let b = Node::start(Scheduler::<Proc>::builder().workers(1), config(2, &server))
+        .expect("a listener that neither answers nor heartbeats holds no number");
+    b.announce().unwrap();
+    // And the node works: node 1 reaches it.
+    let a = node(config(1, &server));
+    assert!(a.wait_for(2, GUARD));
+    let (to, seen) = collector(&b);
+    assert_eq!(a.send_confirmed(None, to, Msg::Stop, GUARD), Ok(()));
+    assert_eq!(seen.recv_timeout(GUARD).unwrap(), (None, to, Msg::Stop));
+}
+
+/// A subscription that unsubscribes on its client's runtime when dropped
+/// (also while a failed test unwinds).
+struct Watching(Option<async_nats::Subscriber>, tokio::runtime::Handle);
+
+impl Drop for Watching {
+    fn drop(&mut self) {
+        let _in = self.1.enter();
+        drop(self.0.take());
+    }
+}
+
+#[test]
+fn with_a_key_a_forged_answer_does_not_hold_a_number() {
+    let server = server();
+    // A client without the key answers every question on node 2's
+    // subject, untagged.
+    let url = server.url();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let forger = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let client = async_nats::connect(url).await.unwrap();
+            let mut sub = client.subscribe("t.node.2").await.unwrap();
+            client.flush().await.unwrap();
+            ready_tx.send(()).unwrap();
+            let mut answered = 0u32;
+            let answer = async {
+                while let Some(m) = sub.next().await {
+                    if let Some(reply) = m.reply {
+                        client.publish(reply, vec![4; 21].into()).await.unwrap();
+                        client.flush().await.unwrap();
+                        answered += 1;
+                    }
+                }
+            };
+            tokio::select! {
+                () = answer => {}
+                _ = stop_rx => {}
+            }
+            answered
+        })
+    });
+    ready_rx.recv_timeout(GUARD).unwrap();
+    let b = Node::start(Scheduler::<Proc>::builder().workers(1), config(2, &server))
+        .expect("an untagged answer holds no number");
+    stop_tx.send(()).unwrap();
+    assert!(forger.join().unwrap() >= 1, "the forger was asked");
+    drop(b);
 }
