@@ -37,6 +37,10 @@ pub enum Proc {
     /// Holds its worker in its first step until the gate opens; then takes
     /// its messages and stays idle (a process that lags).
     Gate(std::sync::Arc<Gate>),
+    /// Forwards every message to a channel, as a collector, but takes a
+    /// permit from its meter for each first (a process that keeps up only
+    /// as fast as the test lets it); fails if none comes within [`GUARD`].
+    Metered(std::sync::Arc<Meter>, Sender<Seen>),
 }
 
 /// What a [`Proc::Gate`] waits on.
@@ -62,12 +66,48 @@ impl Gate {
         self.cv.notify_all();
     }
 
+    /// Whether [`open`](Self::open) was called.
+    pub fn is_open(&self) -> bool {
+        *self.open.lock().unwrap()
+    }
+
     fn hold(&self) {
         *self.entered.lock().unwrap() = true;
         self.cv.notify_all();
         let guard = self.open.lock().unwrap();
         // The time limit only bounds a test that fails before it opens.
         drop(self.cv.wait_timeout_while(guard, GUARD, |o| !*o).unwrap());
+    }
+}
+
+/// What a [`Proc::Metered`] takes its permits from: a counting semaphore
+/// that the test fills.
+#[derive(Default)]
+pub struct Meter {
+    permits: std::sync::Mutex<u64>,
+    cv: std::sync::Condvar,
+}
+
+impl Meter {
+    /// Lets the process take `n` more messages.
+    pub fn grant(&self, n: u64) {
+        *self.permits.lock().unwrap() += n;
+        self.cv.notify_all();
+    }
+
+    /// Takes a permit, waiting (at most [`GUARD`]) for one; false if none
+    /// came.
+    fn take(&self) -> bool {
+        let guard = self.permits.lock().unwrap();
+        let (mut permits, _) = self
+            .cv
+            .wait_timeout_while(guard, GUARD, |p| *p == 0)
+            .unwrap();
+        let some = *permits > 0;
+        if some {
+            *permits -= 1;
+        }
+        some
     }
 }
 
@@ -121,6 +161,12 @@ impl Process for Proc {
                     if let (Msg::Ping(n), Some(from)) = (msg, from) {
                         cx.send(from, Msg::Pong(n))?;
                     }
+                }
+                Proc::Metered(meter, tx) => {
+                    if !meter.take() {
+                        return Err(Error::failed("no permit came for a message"));
+                    }
+                    let _ = tx.send((from, me, msg));
                 }
                 Proc::Once | Proc::Gate(_) => {}
             }
