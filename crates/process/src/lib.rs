@@ -98,7 +98,7 @@ pub use output::{INLINE_YIELDS, Status, StepOutput, Yield, Yields, YieldsDrain, 
 pub use package::Package;
 pub use pid::{ParsePidError, Pid};
 pub use process::{Context, Process, Upgrade, UpgradeTo};
-pub use reach::{NoReach, Reach, SendError, SubmitError, TerminateError};
+pub use reach::{NoReach, Outbox, Reach, SendError, SubmitError, TerminateError};
 pub use state::{Finish, ForceComplete, Park, Phase, Start, State, StateCell, Wake};
 
 /// The README's examples, compiled and run as doctests.

@@ -4,6 +4,8 @@
 
 use core::fmt;
 
+use std::sync::Arc;
+
 use crate::{Error, Package, Pid, Process};
 
 /// Why a message was refused (by a relay `Receiver`, a scheduler's `send`
@@ -358,6 +360,38 @@ pub trait Reach<P: Process> {
     fn as_any(&self) -> Option<&dyn core::any::Any> {
         None
     }
+
+    /// Where a host that is not the `stepsched` scheduler (a simulator)
+    /// takes the messages sent through addresses it handed out, from any
+    /// thread: see [`Outbox`]. `None` (the default): the host has none,
+    /// and the scheduler's own addresses need none.
+    fn outbox(&self) -> Option<Arc<dyn Outbox<P::Message>>>
+    where
+        P::Message: Send,
+    {
+        None
+    }
+}
+
+/// A host's mailbox for messages sent through the addresses it hands out
+/// (a simulator's, whose state lives on one thread while an address may be
+/// used from any): [`post`](Outbox::post) queues, and the host delivers
+/// the queued messages on its own thread, in the order they were posted,
+/// as it would deliver [`Reach::send`]s.
+///
+/// Processes never use it; the `stepsched` crate's `Address` does.
+pub trait Outbox<M>: Send + Sync {
+    /// Queues `message` for `to`, with `from` as its sender.
+    ///
+    /// # Errors
+    ///
+    /// The message is handed back once process `to` has ended (or never
+    /// was) as far as the host knows, or once the host is gone.
+    fn post(&self, to: Pid, from: Option<Pid>, message: M) -> Result<(), M>;
+
+    /// Whether process `pid` has ended (or never was), as far as the host
+    /// knows now: from then on every [`post`](Outbox::post) to it fails.
+    fn is_closed(&self, pid: Pid) -> bool;
 }
 
 /// A [`Reach`] that refuses everything: sends answer

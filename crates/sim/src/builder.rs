@@ -264,6 +264,7 @@ where
                 handlers: self.handlers,
                 factories: self.factories,
                 driving: Cell::new(false),
+                outbox: std::cell::OnceCell::new(),
                 inner: RefCell::new(Inner {
                     terminate_rng: SimRng::stream(self.seed, rng::TERMINATE),
                     shutdown_rng: SimRng::stream(self.seed, rng::SHUTDOWN),

@@ -217,6 +217,9 @@ where
             drop(inner);
             return quietly_drop(result);
         };
+        if let Some(outbox) = self.outbox.get() {
+            outbox.ended(pid);
+        }
         if self.tracing {
             let mut line = String::new();
             stamp(&mut line, inner.now, pid);

@@ -62,6 +62,16 @@
 //!   from 0 to the bound (and with [`Faults::clock_drift`], fast or slow),
 //!   drawn once from its own stream, one trace line per process
 //!   (`fault clock-skew +1234us`).
+//! - **Addresses.** The `stepsched` scheduler's `ContextExt::address` and
+//!   `ContextExt::spawn_address` work in a simulated step: the address
+//!   sends through the simulator's outbox ([`Reach::outbox`], a
+//!   [`stepsched_process::Outbox`]), and the run loop delivers what was
+//!   sent, in order, before it picks the next step, as it delivers a
+//!   step's `Context::send` (through the network, in the trace), so a
+//!   process written with addresses runs under both hosts. An address
+//!   of a process that ended for good is closed; one of a crashed
+//!   process awaiting its restart is not. The scheduler's `Handle` has
+//!   no counterpart here ([`Sim::send`] is the test's send).
 //! - **Crash and restart.** A process started by name
 //!   ([`Sim::submit_named`], from the factory of that name) can crash
 //!   between steps ([`Faults::crash`], [`Sim::crash`]): it is dropped
@@ -223,6 +233,7 @@ mod crash;
 mod faults;
 mod join;
 mod net;
+mod outbox;
 mod process;
 mod rng;
 mod run;

@@ -131,6 +131,9 @@ where
             },
         );
         inner.make_ready(pid);
+        if let Some(outbox) = self.outbox.get() {
+            outbox.started(pid);
+        }
         if self.tracing {
             let mut line = String::new();
             stamp(&mut line, inner.now, pid);
@@ -257,6 +260,9 @@ where
         let entry = {
             let mut inner = self.inner.borrow_mut();
             let entry = inner.live.remove(&pid);
+            if let Some(outbox) = self.outbox.get() {
+                outbox.ended(pid);
+            }
             if entry.as_ref().is_some_and(|e| e.queued) {
                 inner.ready.retain(|Reverse(r)| r.pid() != pid);
             }

@@ -171,6 +171,9 @@ where
         let mut step_limit_hit = false;
         let mut shutdown = None;
         while !done() {
+            // What was sent through addresses (in the last step, or from
+            // outside) goes out before anything else happens.
+            self.deliver_posted();
             let mut inner = self.inner.borrow_mut();
             if inner.steps - start >= self.max_steps {
                 if inner.shutting_down().is_some() {

@@ -61,6 +61,15 @@ where
     fn as_any(&self) -> Option<&dyn std::any::Any> {
         Some(&self.host)
     }
+
+    /// The simulator's outbox: `stepsched`'s `ContextExt::address` and
+    /// `spawn_address` send through it (see `outbox.rs`).
+    fn outbox(&self) -> Option<std::sync::Arc<dyn stepsched_process::Outbox<P::Message>>>
+    where
+        P::Message: Send,
+    {
+        Some(self.shared.outbox())
+    }
 }
 
 /// A deterministic simulator of processes of type `P`; see the crate
@@ -524,6 +533,9 @@ impl<P: Process> Drop for Sim<P> {
     /// [`Error::Cancelled`]; their queued events and pending timers are
     /// dropped.
     fn drop(&mut self) {
+        if let Some(outbox) = self.shared.outbox.get() {
+            outbox.close();
+        }
         let (live, timed, alarms, flights, named) = {
             let mut inner = self.shared.inner.borrow_mut();
             inner.timers.clear();

@@ -2,17 +2,19 @@
 //! results, and what the simulator, its join handles and its completers
 //! share.
 
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, OnceCell, RefCell};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
 use stepsched_process::{CancelToken, Error, Event, Pid, Process, Tag};
 
 use crate::builder::{FactoryFn, HandlerFn};
 use crate::net::NetState;
+use crate::outbox::SimOutbox;
 use crate::rng::{SimRng, Streams};
 use crate::{DurableStore, Faults, Network, ShutdownReport};
 
@@ -310,6 +312,8 @@ pub(crate) struct Shared<P: Process> {
     /// A run (or join, or shutdown) is in progress: another must not start
     /// from inside it.
     pub(crate) driving: Cell<bool>,
+    /// Where addresses send (made at the first address; see `outbox.rs`).
+    pub(crate) outbox: OnceCell<Arc<SimOutbox<P::Message>>>,
     pub(crate) inner: RefCell<Inner<P>>,
 }
 

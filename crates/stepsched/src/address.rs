@@ -1,8 +1,9 @@
 //! [`Address`]: a PID resolved once, to send through without a lookup.
 
 use std::fmt;
+use std::sync::Arc;
 
-use stepsched_process::{Package, Pid, SendError};
+use stepsched_process::{Outbox, Package, Pid, SendError};
 
 use crate::SchedProcess;
 use crate::primitive::sync::SlotArc;
@@ -69,18 +70,42 @@ use crate::slot::Slot;
 /// [`JoinHandle`](crate::JoinHandle) carry none, as a send from outside the
 /// scheduler has none. [`with_sender`](Address::with_sender) sets it.
 pub struct Address<P: SchedProcess> {
-    slot: SlotArc<Slot<P>>,
+    to: Target<P>,
     from: Option<Pid>,
+}
+
+/// What an address sends into.
+enum Target<P: SchedProcess> {
+    /// A process of this scheduler: its slot.
+    Slot(SlotArc<Slot<P>>),
+    /// A process of another host (a simulator): its PID and the host's
+    /// outbox, which that host delivers from on its own thread.
+    Hosted(Pid, Arc<dyn Outbox<P::Message>>),
 }
 
 impl<P: SchedProcess> Address<P> {
     pub(crate) fn new(slot: SlotArc<Slot<P>>) -> Self {
-        Address { slot, from: None }
+        Address {
+            to: Target::Slot(slot),
+            from: None,
+        }
+    }
+
+    /// An address of process `pid` of a host that is not this scheduler,
+    /// sending through its `outbox` (see [`ContextExt::address`](crate::ContextExt::address)).
+    pub(crate) fn hosted(pid: Pid, outbox: Arc<dyn Outbox<P::Message>>) -> Self {
+        Address {
+            to: Target::Hosted(pid, outbox),
+            from: None,
+        }
     }
 
     /// The PID of the process this address names.
     pub fn pid(&self) -> Pid {
-        self.slot.pid
+        match &self.to {
+            Target::Slot(slot) => slot.pid,
+            Target::Hosted(pid, _) => *pid,
+        }
     }
 
     /// The sender this address stamps on the messages it sends, if any.
@@ -145,22 +170,54 @@ impl<P: SchedProcess> Address<P> {
     /// Whether the process this address names has completed: from then on
     /// every send returns [`SendError::Closed`].
     pub fn is_closed(&self) -> bool {
-        self.slot.state_is_complete()
+        match &self.to {
+            Target::Slot(slot) => slot.state_is_complete(),
+            Target::Hosted(pid, outbox) => outbox.is_closed(*pid),
+        }
     }
 
     fn deliver(&self, from: Option<Pid>, message: P::Message) -> Result<(), SendError<P::Message>> {
-        Slot::deliver(&self.slot, from, message).map_err(|payload| {
-            let mut package = Package::new(self.slot.pid, "", payload);
-            package.from = from;
-            SendError::Closed(package)
-        })
+        match &self.to {
+            Target::Slot(slot) => Slot::deliver(slot, from, message).map_err(|payload| {
+                let mut package = Package::new(slot.pid, "", payload);
+                package.from = from;
+                SendError::Closed(package)
+            }),
+            Target::Hosted(pid, outbox) => post(outbox, *pid, from, message),
+        }
+    }
+}
+
+/// A send through a host's outbox: off the path of this scheduler's
+/// sends, which only pay the check of the target's kind.
+#[cold]
+#[inline(never)]
+fn post<M>(
+    outbox: &Arc<dyn Outbox<M>>,
+    pid: Pid,
+    from: Option<Pid>,
+    message: M,
+) -> Result<(), SendError<M>> {
+    outbox.post(pid, from, message).map_err(|payload| {
+        let mut package = Package::new(pid, "", payload);
+        package.from = from;
+        SendError::Closed(package)
+    })
+}
+
+impl<P: SchedProcess> Clone for Target<P> {
+    fn clone(&self) -> Self {
+        match self {
+            Target::Slot(slot) => Target::Slot(slot.clone()),
+            Target::Hosted(pid, outbox) => Target::Hosted(*pid, Arc::clone(outbox)),
+        }
     }
 }
 
 impl<P: SchedProcess> Clone for Address<P> {
     fn clone(&self) -> Self {
         Address {
-            slot: self.slot.clone(),
+            to: self.to.clone(),
             from: self.from,
         }
     }
@@ -170,7 +227,12 @@ impl<P: SchedProcess> PartialEq for Address<P> {
     /// Two addresses are equal when they name the same process (not merely
     /// the same PID), whatever their senders.
     fn eq(&self, other: &Self) -> bool {
-        SlotArc::ptr_eq(&self.slot, &other.slot)
+        match (&self.to, &other.to) {
+            (Target::Slot(a), Target::Slot(b)) => SlotArc::ptr_eq(a, b),
+            // One host's outbox and one PID: hosts do not reuse PIDs.
+            (Target::Hosted(a, x), Target::Hosted(b, y)) => a == b && Arc::ptr_eq(x, y),
+            _ => false,
+        }
     }
 }
 
@@ -179,7 +241,7 @@ impl<P: SchedProcess> Eq for Address<P> {}
 impl<P: SchedProcess> fmt::Debug for Address<P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Address")
-            .field("pid", &self.slot.pid)
+            .field("pid", &self.pid())
             .field("sender", &self.from)
             .field("closed", &self.is_closed())
             .finish()

@@ -100,7 +100,13 @@ pub trait ContextExt<P: SchedProcess> {
     /// The address of live process `pid`, stamped with this process's PID
     /// as its sender ([`Handle::address`], then
     /// [`with_sender`](Address::with_sender)). `None` if no live process
-    /// has `pid` (or the context is not this scheduler's).
+    /// has `pid`, or the context is neither this scheduler's nor a host's
+    /// that offers an [`Outbox`](stepsched_process::Outbox).
+    ///
+    /// Under such a host (`stepsched-sim`'s simulator) the address sends
+    /// through the host's outbox, and the host delivers what it holds on
+    /// its own thread after the step, as it delivers `Context::send`s
+    /// (through its simulated network, if it has one).
     fn address(&self, pid: Pid) -> Option<Address<P>>;
 
     /// Starts `child` under a fresh PID, as [`Context::spawn`] does, and
@@ -109,8 +115,10 @@ pub trait ContextExt<P: SchedProcess> {
     ///
     /// # Errors
     ///
-    /// As [`Context::spawn`]; on a context that is not this scheduler's,
-    /// [`SubmitError::Stopping`] with the child.
+    /// As [`Context::spawn`]; on a context that is neither this
+    /// scheduler's nor a host's with an outbox (see
+    /// [`address`](ContextExt::address)), [`SubmitError::Stopping`] with
+    /// the child.
     fn spawn_address(
         &self,
         child: P,
@@ -282,7 +290,16 @@ impl<P: SchedProcess> ContextExt<P> for Context<'_, P> {
     }
 
     fn address(&self, pid: Pid) -> Option<Address<P>> {
-        let to = handle_of(self)?.address(pid)?;
+        let to = match handle_of(self) {
+            Some(handle) => handle.address(pid)?,
+            None => {
+                let outbox = self.reach().outbox()?;
+                if outbox.is_closed(pid) {
+                    return None;
+                }
+                Address::hosted(pid, outbox)
+            }
+        };
         Some(to.with_sender(self.pid()))
     }
 
@@ -293,7 +310,12 @@ impl<P: SchedProcess> ContextExt<P> for Context<'_, P> {
         input: P::Input,
     ) -> Result<Address<P>, SubmitError<P>> {
         let Some(handle) = handle_of(self) else {
-            return Err(SubmitError::Stopping(child));
+            // Another host: its spawn, and an address through its outbox.
+            let Some(outbox) = self.reach().outbox() else {
+                return Err(SubmitError::Stopping(child));
+            };
+            let pid = self.reach().spawn(child, method, input)?;
+            return Ok(Address::hosted(pid, outbox).with_sender(self.pid()));
         };
         let pid = handle.allocate_pid();
         let join = handle.submit(pid, child, method, input)?;

@@ -1,0 +1,161 @@
+//! Addresses under the simulator: the [`Outbox`] the simulator offers
+//! through its reach, so that `stepsched`'s `ContextExt::address` and
+//! `ContextExt::spawn_address` work in a simulated step, and the messages
+//! sent through those addresses take the way every `Context::send` takes
+//! (the simulated network, if there is one; the trace).
+//!
+//! An address may be kept and used from any thread, while the simulator's
+//! state lives on its own: a send through it only queues the message here,
+//! under a mutex, and the run loop delivers what is queued, in the order it
+//! was queued, before it picks the next step. A send made in a step is
+//! thus delivered right after that step, deterministically; a send from
+//! another OS thread lands wherever the run loop happens to be, which
+//! breaks replay (as any real concurrency does).
+
+use std::collections::{HashSet, VecDeque};
+use std::fmt::Write as _;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use stepsched_process::{Command, Outbox, Package, Pid, Process, SendError};
+
+use crate::state::{Shared, quietly_drop};
+use crate::trace::stamp;
+
+/// The simulator's outbox: messages sent through addresses, not yet
+/// delivered, and which processes an address can still reach.
+pub(crate) struct SimOutbox<M> {
+    post: Mutex<Post<M>>,
+    /// Something is queued (a hint that saves the run loop a lock per
+    /// step; the queue under the lock is what counts).
+    pending: AtomicBool,
+}
+
+struct Post<M> {
+    queue: VecDeque<(Pid, Option<Pid>, M)>,
+    /// Processes that are live, or down awaiting a restart: the ones an
+    /// address may still reach.
+    alive: HashSet<Pid>,
+    /// Cleared when the simulator is dropped: nothing will deliver.
+    open: bool,
+}
+
+impl<M> SimOutbox<M> {
+    fn lock(&self) -> MutexGuard<'_, Post<M>> {
+        // A panic while the lock is held cannot leave the queue or the set
+        // half-changed (each change is one call): go on with them.
+        self.post.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Process `pid` started (or restarted).
+    pub(crate) fn started(&self, pid: Pid) {
+        self.lock().alive.insert(pid);
+    }
+
+    /// Process `pid` ended for good.
+    pub(crate) fn ended(&self, pid: Pid) {
+        self.lock().alive.remove(&pid);
+    }
+
+    /// The simulator is gone: sends fail, and what is queued is dropped.
+    pub(crate) fn close(&self) {
+        let queue = {
+            let mut post = self.lock();
+            post.open = false;
+            post.alive.clear();
+            std::mem::take(&mut post.queue)
+        };
+        quietly_drop(queue);
+    }
+
+    /// Takes what is queued, if anything.
+    fn take(&self) -> Option<VecDeque<(Pid, Option<Pid>, M)>> {
+        // Acquire: pairs with the Release store in `post`; a miss only
+        // delays the messages to the next look, and the lock orders the
+        // queue itself.
+        if !self.pending.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut post = self.lock();
+        self.pending.store(false, Ordering::Relaxed);
+        Some(std::mem::take(&mut post.queue))
+    }
+}
+
+impl<M: Send + 'static> Outbox<M> for SimOutbox<M> {
+    fn post(&self, to: Pid, from: Option<Pid>, message: M) -> Result<(), M> {
+        let mut post = self.lock();
+        if !post.open || !post.alive.contains(&to) {
+            return Err(message);
+        }
+        post.queue.push_back((to, from, message));
+        // Release: with the lock, makes the queued message visible to the
+        // run loop's look (see `take`).
+        self.pending.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    fn is_closed(&self, pid: Pid) -> bool {
+        let post = self.lock();
+        !post.open || !post.alive.contains(&pid)
+    }
+}
+
+impl<P: Process + 'static> Shared<P>
+where
+    P::Command: Command,
+{
+    /// The simulator's outbox, made at its first use from what is live (or
+    /// down awaiting a restart) then; kept up to date from then on.
+    pub(crate) fn outbox(&self) -> Arc<SimOutbox<P::Message>> {
+        Arc::clone(self.outbox.get_or_init(|| {
+            let inner = self.inner.borrow();
+            let alive = inner
+                .live
+                .keys()
+                .chain(inner.named.keys())
+                .copied()
+                .collect();
+            Arc::new(SimOutbox {
+                post: Mutex::new(Post {
+                    queue: VecDeque::new(),
+                    alive,
+                    open: true,
+                }),
+                pending: AtomicBool::new(false),
+            })
+        }))
+    }
+
+    /// Delivers what was sent through addresses since the last look, in
+    /// order, as `Context::send`s; a message whose process has ended by
+    /// now is dropped, with a trace line.
+    pub(crate) fn deliver_posted(self: &Rc<Self>) {
+        let Some(queue) = self.outbox.get().and_then(|o| o.take()) else {
+            return;
+        };
+        for (to, from, message) in queue {
+            let mut package = Package::new(to, "", message);
+            package.from = from;
+            if let Err(e) = self.deliver(package) {
+                let why = match &e {
+                    SendError::Closed(_) => "closed",
+                    SendError::UnknownPid(_) => "unknown",
+                };
+                if self.tracing {
+                    let mut inner = self.inner.borrow_mut();
+                    let mut line = String::new();
+                    stamp(&mut line, inner.now, to);
+                    let _ = write!(line, " dropped m");
+                    if let Some(from) = from {
+                        let _ = write!(line, "{from}");
+                    }
+                    let _ = write!(line, " ({why})");
+                    inner.push_line(&line);
+                }
+                quietly_drop(e);
+            }
+        }
+    }
+}
