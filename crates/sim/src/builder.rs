@@ -258,7 +258,7 @@ where
                 seed: self.seed,
                 faults: Cell::new(faults),
                 network: Cell::new(network),
-                clone_message: self.clone_message,
+                clone_message: Cell::new(self.clone_message),
                 max_steps: self.max_steps,
                 tracing: self.trace,
                 handlers: self.handlers,

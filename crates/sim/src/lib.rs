@@ -42,7 +42,8 @@
 //!   it ([`Network::fifo`] keeps each link in order; off by default), and
 //!   partitions, random ([`Network::partitions`]) or scripted
 //!   ([`Sim::partition`], [`Sim::isolate`], which also work without a
-//!   network). With no delay and no faults it changes nothing, byte for
+//!   network); one link can have a network of its own ([`Sim::link`]).
+//!   With no delay and no faults it changes nothing, byte for
 //!   byte. Each network event writes a trace line (`net delay
 //!   <0.1>-><0.2> #3 +1500us`, `net drop ... #3`, `net drop ... #3
 //!   (partition)`, `net dup ... #3`, `net partition <0.1> | <0.2> from

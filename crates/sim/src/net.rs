@@ -288,6 +288,8 @@ impl Cut {
 /// partitions.
 pub(crate) struct NetState<M> {
     links: HashMap<LinkKey, Link, BuildHasherDefault<LinkHasher>>,
+    /// Links with a network of their own ([`Sim::link`](crate::Sim::link)).
+    configs: HashMap<LinkKey, Network, BuildHasherDefault<LinkHasher>>,
     flights: BinaryHeap<Flight<M>>,
     seq: u64,
     cuts: Vec<Cut>,
@@ -297,6 +299,7 @@ impl<M> Default for NetState<M> {
     fn default() -> Self {
         NetState {
             links: HashMap::default(),
+            configs: HashMap::default(),
             flights: BinaryHeap::new(),
             seq: 0,
             cuts: Vec::new(),
@@ -312,9 +315,15 @@ impl<M> NetState<M> {
             .any(|c| c.active(t) && c.separates(from, to))
     }
 
-    /// Whether partitions have been set (a send must check them).
+    /// Whether partitions, or links with a network of their own, have
+    /// been set (a send must go through the network to see them).
     pub(crate) fn has_cuts(&self) -> bool {
-        !self.cuts.is_empty()
+        !self.cuts.is_empty() || !self.configs.is_empty()
+    }
+
+    /// Gives the link from `from` to `to` a network of its own.
+    pub(crate) fn configure(&mut self, from: Option<Pid>, to: Pid, network: Network) {
+        self.configs.insert(key(from, to), network);
     }
 
     /// When the next message arrives.
@@ -327,12 +336,18 @@ impl<M> NetState<M> {
         !self.flights.is_empty()
     }
 
-    /// Ends every partition at `now` (healing).
+    /// Ends every partition at `now`, and the faults of links with a
+    /// network of their own (healing; their delays stay).
     pub(crate) fn heal(&mut self, now: Duration) {
         for cut in &mut self.cuts {
             cut.until = cut.until.min(now);
         }
         self.cuts.retain(|c| c.until > c.from);
+        for config in self.configs.values_mut() {
+            config.loss = 0.0;
+            config.duplicate = 0.0;
+            config.partition = 0.0;
+        }
     }
 
     /// Takes every message in flight (to drop them).
@@ -437,7 +452,10 @@ where
                 SendError::UnknownPid(package)
             });
         }
-        let mut config = self.network.get().unwrap_or_default();
+        let mut config = match inner.net.configs.get(&key(from, to)) {
+            Some(own) => *own,
+            None => self.network.get().unwrap_or_default(),
+        };
         if self.faults.get().only_process.is_some() {
             let aimed = |pid: Option<Pid>| {
                 pid.and_then(|p| inner.live.get(&p))
@@ -496,7 +514,7 @@ where
             quietly_drop(payload);
             return Ok(());
         }
-        let copy = match self.clone_message {
+        let copy = match self.clone_message.get() {
             Some(clone) if link.duplicate.chance(config.duplicate) => {
                 if tracing {
                     push_net(trace, now, "dup", id, |_| {});

@@ -396,6 +396,64 @@ where
         self.shared.add_cut(group.to_vec(), Side::Rest, from, until);
     }
 
+    /// Gives the link from `from` to `to` (one direction: call it again
+    /// the other way for both) a network of its own: its delay, loss,
+    /// duplication, order and random partitions replace those of
+    /// [`Builder::network`](crate::Builder::network) on that link, or,
+    /// without a network, apply on that link alone. The link keeps its own
+    /// random streams, so configuring one link moves no other link's
+    /// draws. [`heal`](Self::heal) ends its faults (its delay stays).
+    ///
+    /// ```
+    /// # use stepsched_process::{Context, Error, Events, Process, Status, StepOutput};
+    /// use std::time::Duration;
+    /// use stepsched_sim::{Network, Sim};
+    ///
+    /// /// Counts the messages it gets until told to stop (by a 0).
+    /// struct Sink(u32);
+    /// impl Process for Sink {
+    /// #   type Input = (); type Message = u32; type Response = (); type Command = &'static str; type Output = u32;
+    /// #   fn init(&mut self, _: &Context<'_, Self>, _: &str, _: ()) -> Result<(), Error> { Ok(()) }
+    ///     fn step(&mut self, _: &mut Context<'_, Self>, events: Events<'_, u32, ()>, out: &mut StepOutput<&'static str, u32>) -> Result<(), Error> {
+    ///         for n in events.into_iter().filter_map(|e| e.into_message()) {
+    ///             if n == 0 {
+    ///                 out.set_status(Status::Done(self.0));
+    ///                 return Ok(());
+    ///             }
+    ///             self.0 += 1;
+    ///         }
+    ///         out.set_status(Status::Idle);
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let sim = Sim::<Sink>::builder().trace(true).build();
+    /// let (a, b) = (sim.allocate_pid(), sim.allocate_pid());
+    /// let join = sim.submit(b, Sink(0), "main", ()).unwrap();
+    /// sim.submit(a, Sink(0), "main", ()).unwrap();
+    /// // One slow link; the rest of the simulator has no network.
+    /// let ms = Duration::from_millis(1);
+    /// sim.link(a, b, Network::new().delay(10 * ms, 10 * ms));
+    /// sim.send(b, 1).unwrap(); // from the host: at once
+    /// sim.run();
+    /// assert!(!sim.trace_text().contains("net delay host"));
+    /// # sim.send(b, 0).unwrap();
+    /// # assert_eq!(join.join(), Ok(1));
+    /// ```
+    pub fn link(&self, from: Pid, to: Pid, network: crate::Network)
+    where
+        P::Message: Clone,
+    {
+        self.shared
+            .clone_message
+            .set(Some(<P::Message as Clone>::clone));
+        self.shared
+            .inner
+            .borrow_mut()
+            .net
+            .configure(Some(from), to, network);
+    }
+
     /// Ends process `pid` with [`Error::Terminated`]: at once, or, if it
     /// is being stepped (a process terminating itself), when its step
     /// returns. Its queued events are dropped and it is closed.

@@ -304,7 +304,7 @@ pub(crate) struct Shared<P: Process> {
     pub(crate) network: Cell<Option<Network>>,
     /// Clones a message, for the network's duplicates (set with the
     /// network).
-    pub(crate) clone_message: Option<CloneFn<P>>,
+    pub(crate) clone_message: Cell<Option<CloneFn<P>>>,
     pub(crate) max_steps: u64,
     pub(crate) tracing: bool,
     pub(crate) handlers: HashMap<String, HandlerFn<P>>,

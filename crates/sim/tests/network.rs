@@ -268,3 +268,64 @@ fn a_network_with_no_delay_and_no_faults_is_the_network_off() {
         assert_eq!(trace, off_trace, "seed {seed}");
     }
 }
+
+/// Two senders to one sink, each sending `1..=3`: the first's link has a
+/// network of its own (`Sim::link`), the second's has none (or the
+/// simulator's, when `shared` is set): what the sink got and the trace.
+fn two_links(seed: u64, own: Network, shared: Option<Network>) -> (Vec<u32>, Vec<String>) {
+    let mut builder = Sim::builder().seed(seed);
+    if let Some(network) = shared {
+        builder = builder.network(network);
+    }
+    let sim = builder.build();
+    let probe = Probe::new();
+    let got = Rc::new(RefCell::new(Vec::new()));
+    let to = submit(&sim, sink(&probe, &got)).pid();
+    let slow = sim.allocate_pid();
+    sim.link(slow, to, own);
+    sim.submit(slow, sender(&probe, to, 3, 0), "main", 0)
+        .unwrap();
+    submit(&sim, sender(&probe, to, 3, 0));
+    sim.run();
+    let got = got.borrow().clone();
+    (got, sim.trace())
+}
+
+#[test]
+fn a_link_with_a_network_of_its_own_delays_and_loses_only_its_messages() {
+    // Without a simulator network: only the configured link is delayed.
+    let (got, trace) = two_links(1, Network::new().delay(7 * MS, 7 * MS), None);
+    assert_eq!(got, [1, 2, 3, 1, 2, 3], "{trace:#?}");
+    for n in 1..=3 {
+        let line = format!("t=0us net delay <0.2>-><0.1> #{n} +7000us");
+        assert!(trace.contains(&line), "no `{line}`: {trace:#?}");
+    }
+    assert!(!trace.iter().any(|l| l.contains("<0.3>->")), "{trace:#?}");
+
+    // Over a simulator network with a delay of its own: the configured
+    // link loses everything, the other link still has the shared delay.
+    let shared = Network::new().delay(2 * MS, 2 * MS);
+    let (got, trace) = two_links(1, Network::new().loss(1.0), Some(shared));
+    assert_eq!(got, [1, 2, 3], "{trace:#?}");
+    for n in 1..=3 {
+        let lost = format!("t=0us net drop <0.2>-><0.1> #{n}");
+        let late = format!("t=0us net delay <0.3>-><0.1> #{n} +2000us");
+        assert!(trace.contains(&lost), "no `{lost}`: {trace:#?}");
+        assert!(trace.contains(&late), "no `{late}`: {trace:#?}");
+    }
+}
+
+#[test]
+fn healing_ends_a_links_own_faults() {
+    let sim = Sim::builder().seed(4).build();
+    let probe = Probe::new();
+    let got = Rc::new(RefCell::new(Vec::new()));
+    let to = submit(&sim, sink(&probe, &got)).pid();
+    let from = sim.allocate_pid();
+    sim.link(from, to, Network::new().loss(1.0));
+    sim.heal();
+    sim.submit(from, sender(&probe, to, 2, 0), "main", 0)
+        .unwrap();
+    sim.run();
+    assert_eq!(*got.borrow(), [1, 2], "{:#?}", sim.trace());
+}
