@@ -69,12 +69,19 @@ impl<M> SimOutbox<M> {
         quietly_drop(queue);
     }
 
-    /// Takes what is queued, if anything.
-    fn take(&self) -> Option<VecDeque<(Pid, Option<Pid>, M)>> {
+    /// Whether something may be queued (the run loop's look, before it
+    /// takes the lock).
+    #[inline]
+    pub(crate) fn has_posts(&self) -> bool {
         // Acquire: pairs with the Release store in `post`; a miss only
         // delays the messages to the next look, and the lock orders the
         // queue itself.
-        if !self.pending.load(Ordering::Acquire) {
+        self.pending.load(Ordering::Acquire)
+    }
+
+    /// Takes what is queued, if anything.
+    fn take(&self) -> Option<VecDeque<(Pid, Option<Pid>, M)>> {
+        if !self.has_posts() {
             return None;
         }
         let mut post = self.lock();
@@ -131,6 +138,8 @@ where
     /// Delivers what was sent through addresses since the last look, in
     /// order, as `Context::send`s; a message whose process has ended by
     /// now is dropped, with a trace line.
+    #[cold]
+    #[inline(never)]
     pub(crate) fn deliver_posted(self: &Rc<Self>) {
         let Some(queue) = self.outbox.get().and_then(|o| o.take()) else {
             return;
