@@ -115,9 +115,15 @@ where
                 .millis_up_to(faults.restart_delay),
         };
         let name = entry.name.clone().expect("named");
-        let lost = match inner.stores.get_mut(&name) {
-            Some(Some(store)) => store.lose_unsynced(),
-            _ => 0,
+        let keep = faults.keep_unsynced;
+        let (lost, kept) = match inner.stores.get_mut(&name) {
+            // No draw unless the fault is on: the stream moves nothing else.
+            Some(Some(store)) if keep > 0.0 => {
+                let rng = entry.streams.get(Kind::KeepUnsynced);
+                store.crash(|| rng.chance(keep))
+            }
+            Some(Some(store)) => store.crash(|| false),
+            _ => (0, 0),
         };
         let at = inner.now + delay;
         let named = inner
@@ -136,6 +142,10 @@ where
             let detail = |line: &mut String| {
                 line.push_str(" lost=");
                 push_number(line, lost as u64);
+                if keep > 0.0 {
+                    line.push_str(" kept=");
+                    push_number(line, kept as u64);
+                }
                 line.push_str(" restart t=");
                 push_number(line, u64::try_from(at.as_micros()).unwrap_or(u64::MAX));
                 line.push_str("us");

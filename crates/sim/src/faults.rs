@@ -131,6 +131,15 @@ pub struct Faults {
     pub crash: f64,
     /// The longest delay from a crash to its restart (10 ms by default).
     pub restart_delay: Duration,
+    /// The probability that a crash keeps an unsynced write of the
+    /// crashed process's store, each write on its own (0 by default: a
+    /// crash loses every unsynced write). A disk that reorders what it has
+    /// not synced: a later write may survive where an earlier one is lost,
+    /// a removal may survive where the write before it is lost. Drawn from
+    /// a stream of its own per process (`fault:keep-unsynced`); the crash's
+    /// trace line then says how many were kept: `fault crash lost=1 kept=2
+    /// restart t=9000us`.
+    pub keep_unsynced: f64,
     /// Aims the faults at the processes of this name (see "Aimed faults"
     /// above); `None` (the default): at every process.
     pub only_process: Option<&'static str>,
@@ -148,7 +157,7 @@ pub struct Faults {
     /// The kinds, in this order: `delay`, `reorder`, `short-batch`,
     /// `terminate`, `handler-error`, `handler-panic`, `never-complete`,
     /// `shutdown`, `clock-skew` (with the drift), `crash`, `net-loss`,
-    /// `net-duplicate`, `net-partition`.
+    /// `net-duplicate`, `net-partition`, `keep-unsynced`.
     ///
     /// ```
     /// use stepsched_sim::Faults;
@@ -199,6 +208,20 @@ impl Faults {
     #[must_use]
     pub fn crash(mut self, p: f64) -> Self {
         self.crash = p;
+        self
+    }
+
+    /// These faults with each unsynced write kept by a crash with
+    /// probability `p` (see [`keep_unsynced`](Self::keep_unsynced)).
+    ///
+    /// ```
+    /// use stepsched_sim::Faults;
+    ///
+    /// assert_eq!(Faults::default().keep_unsynced(0.5).keep_unsynced, 0.5);
+    /// ```
+    #[must_use]
+    pub fn keep_unsynced(mut self, p: f64) -> Self {
+        self.keep_unsynced = p;
         self
     }
 
@@ -255,7 +278,7 @@ impl Faults {
         let mut rng = SimRng::stream(seed, rng::SWARM);
         // One toss per kind, always, in a fixed order: a kind's toss does
         // not depend on what the others are set to.
-        let tosses: [bool; 13] = std::array::from_fn(|_| rng.next_u64() & 1 == 1);
+        let tosses: [bool; 14] = std::array::from_fn(|_| rng.next_u64() & 1 == 1);
         let mut on = Vec::new();
         let mut off = Vec::new();
         let mut toss = |i: usize, name: &'static str, set: bool| -> bool {
@@ -294,6 +317,7 @@ impl Faults {
         keep(10, "net-loss", &mut net.loss);
         keep(11, "net-duplicate", &mut net.duplicate);
         keep(12, "net-partition", &mut net.partition);
+        keep(13, "keep-unsynced", &mut faults.keep_unsynced);
         let line = format!("swarm on=[{}] off=[{}]", on.join(","), off.join(","));
         (faults, line)
     }
@@ -316,6 +340,7 @@ impl Default for Faults {
             clock_drift: 0.0,
             crash: 0.0,
             restart_delay: Duration::from_millis(10),
+            keep_unsynced: 0.0,
             only_process: None,
             only_handler: None,
             swarm: false,

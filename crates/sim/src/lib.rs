@@ -80,7 +80,9 @@
 //!   timers, and after a virtual delay a new process from its factory
 //!   starts under the same PID; messages sent to it while it is down are
 //!   dropped. What survives is what it synced to its [`DurableStore`]
-//!   ([`SimContextExt::with_store`]); a crash loses the unsynced writes.
+//!   ([`SimContextExt::with_store`]); a crash loses the unsynced writes,
+//!   or, with [`Faults::keep_unsynced`], keeps each with a probability,
+//!   out of order (a disk that reorders what it has not synced).
 //!   Faults can be aimed at the processes of one name
 //!   ([`Faults::only_process`]) or the commands of one name
 //!   ([`Faults::only_handler`]).

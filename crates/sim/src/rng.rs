@@ -177,10 +177,13 @@ pub(crate) enum Kind {
     /// The crash fault: whether it crashes after a step, and the delay
     /// of its restart.
     Crash,
+    /// The keep-unsynced fault: which unsynced writes of its store a
+    /// crash keeps.
+    KeepUnsynced,
 }
 
 /// The number of per-process kinds.
-const KINDS: usize = 11;
+const KINDS: usize = 12;
 
 /// The names the per-process streams are seeded from, by [`Kind`].
 const NAMES: [&str; KINDS] = [
@@ -195,6 +198,7 @@ const NAMES: [&str; KINDS] = [
     "handler",
     "fault:clock-skew",
     "fault:crash",
+    "fault:keep-unsynced",
 ];
 
 /// The names of the network's streams, one set per link (see

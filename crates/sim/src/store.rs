@@ -108,10 +108,26 @@ impl DurableStore {
         }
     }
 
-    /// Drops the unsynced writes (a crash); how many there were.
-    pub(crate) fn lose_unsynced(&mut self) -> usize {
-        let n = self.pending.len();
-        self.pending.clear();
-        n
+    /// A crash: each unsynced write (and removal) reaches the disk if
+    /// `keep` says so, in order, and the rest are lost; how many were lost
+    /// and how many kept.
+    pub(crate) fn crash(&mut self, mut keep: impl FnMut() -> bool) -> (usize, usize) {
+        let (mut lost, mut kept) = (0, 0);
+        for (key, value) in std::mem::take(&mut self.pending) {
+            if !keep() {
+                lost += 1;
+                continue;
+            }
+            kept += 1;
+            match value {
+                Some(value) => {
+                    self.synced.insert(key, value);
+                }
+                None => {
+                    self.synced.remove(&key);
+                }
+            }
+        }
+        (lost, kept)
     }
 }
