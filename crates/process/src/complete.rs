@@ -5,7 +5,8 @@
 //! scheduler's is `Send` and may complete from any thread; the
 //! `stepsched-sim` simulator's is single-threaded and can also complete at
 //! a virtual time. [`Complete`] is what both can do — complete the yield
-//! now, and say whose yield it is — so a [`PortableHandler`], generic over
+//! now or after a delay by the host's clock, and say whose yield it is —
+//! so a [`PortableHandler`], generic over
 //! it, runs unchanged on either host, and a test of it under the simulator
 //! tests the code that runs under the scheduler.
 
@@ -72,6 +73,24 @@ pub trait Complete<P: Process> {
     /// the process. Whether the process was still live to receive it
     /// (`false`: the completion reaches nothing).
     fn complete(self, result: Result<P::Response, Error>) -> bool;
+
+    /// Completes the yield with `result` once `delay` has passed, by the
+    /// host's clock: real time under the `stepsched` scheduler (its timer
+    /// thread), virtual time under the `stepsched-sim` simulator (its timer
+    /// queue, under its delay faults). A handler that models work taking
+    /// time (a disk, a remote call, a back-off) is then written once for
+    /// both. Whether the process is live now (it may end before the time
+    /// comes; the completion then reaches nothing).
+    ///
+    /// The default, for a host without a clock (a unit test's completer),
+    /// completes at once.
+    fn complete_after(self, delay: core::time::Duration, result: Result<P::Response, Error>) -> bool
+    where
+        Self: Sized,
+    {
+        let _ = delay;
+        self.complete(result)
+    }
 }
 
 /// A handler written once for every host: generic over the host's
@@ -86,11 +105,13 @@ pub trait Complete<P: Process> {
 /// dynamic dispatch beyond a closure's.
 ///
 /// What it can do with its completer is what every host can: complete
-/// the yield (before it returns, in practice: the completer's type is the
-/// host's, unknown to the handler, so it cannot be kept or sent anywhere),
-/// and read the PID and the tag. A handler that completes from another
-/// thread, or at a virtual time, is written for its host, with that host's
-/// completer.
+/// the yield now or after a delay by the host's clock
+/// ([`Complete::complete_after`]: real time under the scheduler, virtual
+/// time under the simulator), and read the PID and the tag. It completes
+/// before it returns, in practice (the completer's type is the host's,
+/// unknown to the handler, so it cannot be kept or sent anywhere). A
+/// handler that completes from another thread is written for its host,
+/// with that host's completer.
 ///
 /// A shared reference, a `Box`, an `Rc` or an `Arc` of a handler is a
 /// handler too: one value can serve several command names, or several

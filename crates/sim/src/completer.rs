@@ -316,6 +316,10 @@ where
     fn complete(self, result: Result<P::Response, Error>) -> bool {
         Completer::complete(self, result)
     }
+
+    fn complete_after(self, delay: Duration, result: Result<P::Response, Error>) -> bool {
+        Completer::complete_after(self, delay, result)
+    }
 }
 
 impl<P: Process> Drop for Completer<P> {

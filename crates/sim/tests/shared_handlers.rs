@@ -231,3 +231,103 @@ fn the_same_answers_with_delays_and_reordering() {
         }
     }
 }
+
+/// A command that takes this many milliseconds (a disk, a remote call).
+struct Nap(u64);
+
+impl Command for Nap {
+    fn name(&self) -> &str {
+        "nap"
+    }
+}
+
+/// Asks for one nap of `ms` and ends with the answer.
+struct Napper {
+    ms: u64,
+    asked: bool,
+}
+
+impl Process for Napper {
+    type Input = ();
+    type Message = ();
+    type Response = u64;
+    type Command = Nap;
+    type Output = u64;
+
+    fn init(&mut self, _: &Context<'_, Self>, _: &str, (): ()) -> Result<(), Error> {
+        Ok(())
+    }
+
+    fn step(
+        &mut self,
+        _: &mut Context<'_, Self>,
+        events: Events<'_, (), u64>,
+        out: &mut StepOutput<Nap, u64>,
+    ) -> Result<(), Error> {
+        for event in events {
+            if let Some(result) = event.into_result() {
+                out.set_status(Status::Done(result?));
+                return Ok(());
+            }
+        }
+        if !self.asked {
+            self.asked = true;
+            out.push_yield(1, Nap(self.ms));
+        }
+        out.set_status(Status::Yield);
+        Ok(())
+    }
+}
+
+/// Answers a nap of `n` ms with `n`, after `n` ms by the host's clock.
+struct Sleeps;
+
+impl PortableHandler<Napper> for Sleeps {
+    fn handle<C: Complete<Napper>>(&self, Nap(ms): Nap, done: C) {
+        done.complete_after(Duration::from_millis(ms), Ok(ms));
+    }
+}
+
+#[test]
+fn a_portable_handler_completes_after_a_delay_by_each_hosts_clock() {
+    // The simulator: virtual time, in the trace.
+    let sim = Sim::<Napper>::builder()
+        .portable_handler("nap", Sleeps)
+        .build();
+    let join = sim
+        .submit(
+            sim.allocate_pid(),
+            Napper {
+                ms: 30,
+                asked: false,
+            },
+            "main",
+            (),
+        )
+        .unwrap();
+    assert_eq!(join.join(), Ok(30));
+    assert_eq!(sim.now(), Duration::from_millis(30));
+    let trace = sim.trace_text();
+    assert!(trace.contains("t=30000us <0.1> events=[c1]"), "{trace}");
+
+    // The scheduler: real time, from its timer thread; never early.
+    let scheduler = stepsched::Scheduler::<Napper>::builder()
+        .workers(1)
+        .portable_handler("nap", Sleeps)
+        .build()
+        .unwrap();
+    let start = std::time::Instant::now();
+    let join = scheduler
+        .submit(
+            scheduler.allocate_pid(),
+            Napper {
+                ms: 30,
+                asked: false,
+            },
+            "main",
+            (),
+        )
+        .unwrap();
+    assert_eq!(join.join(), Ok(30));
+    assert!(start.elapsed() >= Duration::from_millis(30));
+}

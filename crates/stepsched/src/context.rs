@@ -227,6 +227,12 @@ fn epoch() -> Instant {
 /// A job of the timer thread: when, its order among jobs due at once, what.
 type Job = (Instant, Box<dyn FnOnce() + Send>);
 
+/// Runs `job` on the program's timer thread at `when` (or soon after).
+pub(crate) fn at(when: Instant, job: impl FnOnce() + Send + 'static) {
+    // The thread lives as long as the program; a send cannot fail.
+    let _ = timers().send((when, Box::new(job)));
+}
+
 /// The program's timer thread, started by the first timer: runs each job
 /// at its time (in the order they were asked for, among those due at
 /// once).

@@ -4,6 +4,7 @@
 use std::cell::Cell;
 use std::fmt;
 use std::mem::ManuallyDrop;
+use std::time::{Duration, Instant};
 
 use stepsched_process::{Complete, Error, Event, Pid, Process, Tag};
 
@@ -288,6 +289,20 @@ impl<P: SchedProcess> Complete<P> for Completer<P> {
     #[inline]
     fn complete(self, result: Result<P::Response, Error>) -> bool {
         Completer::complete(self, result)
+    }
+
+    /// Completes from the program's timer thread (the one behind
+    /// [`ContextExt::after`](crate::ContextExt::after)) once `delay` has
+    /// passed; at once for a zero delay.
+    fn complete_after(self, delay: Duration, result: Result<P::Response, Error>) -> bool {
+        if delay.is_zero() {
+            return Completer::complete(self, result);
+        }
+        let live = !self.slot.state_is_complete();
+        crate::context::at(Instant::now() + delay, move || {
+            Completer::complete(self, result);
+        });
+        live
     }
 }
 
