@@ -16,16 +16,22 @@ use stepsched_nats::RemoteError;
 const WINDOW: u64 = 64;
 const LIMIT: usize = 16;
 
+/// Node 1 (window `WINDOW`, send timeout `send_timeout`) and node 2
+/// (receive limit `LIMIT`), each aware of the other.
+fn windowed_pair(
+    server: &stepsched_nats::NatsServer,
+    send_timeout: Duration,
+) -> (stepsched_nats::Node<Proc>, stepsched_nats::Node<Proc>) {
+    let a = node(config(1, server).window(WINDOW).send_timeout(send_timeout));
+    let b = node(config(2, server).receive_limit(LIMIT));
+    assert!(a.wait_for(2, GUARD) && b.wait_for(1, GUARD));
+    (a, b)
+}
+
 #[test]
 fn a_lagging_process_holds_its_senders_to_a_window() {
     let server = server();
-    let a = node(
-        config(1, &server)
-            .window(WINDOW)
-            .send_timeout(Duration::from_millis(20)),
-    );
-    let b = node(config(2, &server).receive_limit(LIMIT));
-    assert!(a.wait_for(2, GUARD) && b.wait_for(1, GUARD));
+    let (a, b) = windowed_pair(&server, Duration::from_millis(20));
 
     // A process on node 2 that holds its (only) worker in its first step.
     let gate = Arc::new(Gate::default());
@@ -104,13 +110,7 @@ fn a_lagging_process_holds_its_senders_to_a_window() {
 fn deliver_within_waits_for_a_lagging_receiver_to_catch_up() {
     let server = server();
     // No send timeout: whatever waits below waits for its own timeout.
-    let a = node(
-        config(1, &server)
-            .window(WINDOW)
-            .send_timeout(Duration::ZERO),
-    );
-    let b = node(config(2, &server).receive_limit(LIMIT));
-    assert!(a.wait_for(2, GUARD) && b.wait_for(1, GUARD));
+    let (a, b) = windowed_pair(&server, Duration::ZERO);
 
     // A process on node 2 held in its first step, its queue over the limit
     // (local messages, outside flow control) before any remote message
@@ -214,13 +214,7 @@ fn a_slow_receiver_bounds_what_its_sender_queues() {
     // No send timeout: the sender waits for the window (which it must
     // find full: the receiver takes nothing until its queue is over the
     // limit) for `deliver_within`'s own timeout.
-    let a = node(
-        config(1, &server)
-            .window(WINDOW)
-            .send_timeout(Duration::ZERO),
-    );
-    let b = node(config(2, &server).receive_limit(LIMIT));
-    assert!(a.wait_for(2, GUARD) && b.wait_for(1, GUARD));
+    let (a, b) = windowed_pair(&server, Duration::ZERO);
 
     let meter = Arc::new(Meter::default());
     let (tx, rx) = channel();

@@ -312,6 +312,15 @@ fn recorded(beat: &Beat) -> Vec<u8> {
     seal(KEY, postcard::to_stdvec(beat).unwrap())
 }
 
+/// A genuine heartbeat number `beat` of `node`'s run `incarnation`.
+fn recorded_hello(node: u32, incarnation: u64, beat: u64) -> Vec<u8> {
+    recorded(&Beat::Hello {
+        node,
+        incarnation,
+        beat,
+    })
+}
+
 /// Untagged junk: counted as unauthenticated once the node reads it, so
 /// publishing it after other frames tells when those were read.
 fn sentinel() -> Vec<u8> {
@@ -341,16 +350,8 @@ fn a_recorded_heartbeat_played_back_neither_removes_nor_revives_a_node() {
         &client,
         "t.members",
         vec![
-            recorded(&Beat::Hello {
-                node: 1,
-                incarnation: inc_a,
-                beat: 1,
-            }),
-            recorded(&Beat::Hello {
-                node: 1,
-                incarnation: inc_a ^ 1,
-                beat: 9,
-            }),
+            recorded_hello(1, inc_a, 1),
+            recorded_hello(1, inc_a ^ 1, 9),
             recorded(&Beat::Bye {
                 node: 1,
                 incarnation: inc_a ^ 1,
@@ -370,14 +371,7 @@ fn a_recorded_heartbeat_played_back_neither_removes_nor_revives_a_node() {
         &rt,
         &client,
         "t.members",
-        vec![
-            recorded(&Beat::Hello {
-                node: 3,
-                incarnation: inc_c,
-                beat: u64::MAX,
-            }),
-            sentinel(),
-        ],
+        vec![recorded_hello(3, inc_c, u64::MAX), sentinel()],
     );
     wait_unauthenticated(&b, 2);
     assert_eq!(
