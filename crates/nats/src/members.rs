@@ -25,6 +25,11 @@ struct Member {
     /// The number of the last heartbeat taken from this run.
     beat: u64,
     last_seen: Instant,
+    /// When a heartbeat of another run was last set aside while this one
+    /// was still heard: a node restarted without a goodbye. Once this run
+    /// falls silent, the node counts as up while that one is recent, so a
+    /// restart shows no gap before its next heartbeat is taken.
+    other_seen: Option<Instant>,
     left: bool,
     subject: Subject,
 }
@@ -68,7 +73,11 @@ impl Members {
         match table.get(&node) {
             None => Err(Membership::Unknown),
             Some(m) if m.left => Err(Membership::Left),
-            Some(m) if now.saturating_duration_since(m.last_seen) > self.timeout => {
+            Some(m)
+                if now.saturating_duration_since(m.last_seen) > self.timeout
+                    && m.other_seen
+                        .is_none_or(|t| now.saturating_duration_since(t) > self.timeout) =>
+            {
                 Err(Membership::Unreachable)
             }
             Some(m) => Ok(m.subject.clone()),
@@ -110,6 +119,7 @@ impl Members {
                             return Seen::Stale;
                         }
                     } else if !m.left && !silent {
+                        m.other_seen = Some(now);
                         return Seen::Stale;
                     }
                     let fresh = m.left || m.incarnation != incarnation || silent;
@@ -117,6 +127,7 @@ impl Members {
                     m.beat = beat;
                     m.last_seen = now;
                     m.left = false;
+                    m.other_seen = None;
                     if fresh { Seen::Fresh } else { Seen::Again }
                 }
                 None => {
@@ -127,6 +138,7 @@ impl Members {
                             beat,
                             last_seen: now,
                             left: false,
+                            other_seen: None,
                             subject: subject(),
                         },
                     );
@@ -241,6 +253,27 @@ mod tests {
         m.bye(1, 10);
         assert_eq!(m.hello(1, 10, 6, subject), Seen::Stale);
         assert_eq!(m.state(1), Membership::Left);
+    }
+
+    #[test]
+    fn a_restart_without_a_goodbye_shows_no_gap() {
+        let m = Members::new(Duration::from_secs(1));
+        let quiet = Members::new(Duration::from_secs(1));
+        assert_eq!(m.hello(1, 10, 1, subject), Seen::Fresh);
+        quiet.hello(1, 10, 1, subject);
+        // Both old runs were last heard before `old`.
+        let old = Instant::now();
+        while Instant::now() < old + Duration::from_millis(50) {
+            std::hint::spin_loop();
+        }
+        // The new run is heard, at least 50 ms later, while the old one is
+        // still within its time.
+        assert_eq!(m.hello(1, 11, 1, subject), Seen::Stale);
+        // Past the old run's time, within the new run's: up on its word.
+        let later = old + Duration::from_millis(1001);
+        assert!(m.route(1, later).is_ok());
+        // Without the new run's heartbeat, it would not be.
+        assert_eq!(quiet.route(1, later), Err(Membership::Unreachable));
     }
 
     #[test]

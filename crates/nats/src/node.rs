@@ -116,7 +116,9 @@ pub struct NodeStats {
     /// Heartbeats ignored as played back: no newer than the last one of
     /// the same run, from a run that said goodbye, or from another run of a
     /// node whose current run is still heard (see
-    /// [`Membership`](crate::Membership)).
+    /// [`Membership`](crate::Membership)). A node restarted without a
+    /// goodbye has its first heartbeats counted here too, until its old
+    /// run's member timeout runs out (it counts as up meanwhile).
     pub stale_beats: u64,
     /// Frames (messages, notices, replies, heartbeats) without a valid
     /// cluster-key tag: dropped before they are decoded, never delivered

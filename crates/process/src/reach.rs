@@ -381,17 +381,24 @@ pub trait Reach<P: Process> {
 ///
 /// Processes never use it; the `stepsched` crate's `Address` does.
 pub trait Outbox<M>: Send + Sync {
-    /// Queues `message` for `to`, with `from` as its sender.
+    /// The token of the process that has `pid` now, if one is live: an
+    /// address keeps it, so that it names that process, not a later one
+    /// submitted under the same PID.
+    fn token(&self, pid: Pid) -> Option<u64>;
+
+    /// Queues `message` for process `to` of token `token`, with `from` as
+    /// its sender.
     ///
     /// # Errors
     ///
-    /// The message is handed back once process `to` has ended (or never
-    /// was) as far as the host knows, or once the host is gone.
-    fn post(&self, to: Pid, from: Option<Pid>, message: M) -> Result<(), M>;
+    /// The message is handed back once that process has ended as far as
+    /// the host knows, or once the host is gone.
+    fn post(&self, to: Pid, token: u64, from: Option<Pid>, message: M) -> Result<(), M>;
 
-    /// Whether process `pid` has ended (or never was), as far as the host
-    /// knows now: from then on every [`post`](Outbox::post) to it fails.
-    fn is_closed(&self, pid: Pid) -> bool;
+    /// Whether process `pid` of token `token` has ended, as far as the
+    /// host knows now: from then on every [`post`](Outbox::post) to it
+    /// fails.
+    fn is_closed(&self, pid: Pid, token: u64) -> bool;
 }
 
 /// A [`Reach`] that refuses everything: sends answer

@@ -66,11 +66,13 @@
 //! - **Addresses.** The `stepsched` scheduler's `ContextExt::address` and
 //!   `ContextExt::spawn_address` work in a simulated step: the address
 //!   sends through the simulator's outbox ([`Reach::outbox`], a
-//!   [`stepsched_process::Outbox`]), and the run loop delivers what was
-//!   sent, in order, before it picks the next step, as it delivers a
-//!   step's `Context::send` (through the network, in the trace), so a
-//!   process written with addresses runs under both hosts. An address
-//!   of a process that ended for good is closed; one of a crashed
+//!   [`stepsched_process::Outbox`]), and the simulator delivers what was
+//!   sent, in order, before the step's next `Context::send` and at the
+//!   step's end, as it delivers a step's `Context::send` (through the
+//!   network, in the trace), so a process written with addresses runs
+//!   under both hosts and a step's sends keep their order. An address
+//!   names a process, not a PID: once it ended for good the address is
+//!   closed, whatever is submitted later under that PID; one of a crashed
 //!   process awaiting its restart is not. The scheduler's `Handle` has
 //!   no counterpart here ([`Sim::send`] is the test's send).
 //! - **Crash and restart.** A process started by name

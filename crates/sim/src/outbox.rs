@@ -12,7 +12,7 @@
 //! another OS thread lands wherever the run loop happens to be, which
 //! breaks replay (as any real concurrency does).
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -34,9 +34,14 @@ pub(crate) struct SimOutbox<M> {
 
 struct Post<M> {
     queue: VecDeque<(Pid, Option<Pid>, M)>,
-    /// Processes that are live, or down awaiting a restart: the ones an
-    /// address may still reach.
-    alive: HashSet<Pid>,
+    /// Processes that are live, or down awaiting a restart (the ones an
+    /// address may still reach), each with its token: a process submitted
+    /// later under the same PID gets another, so an address of the ended
+    /// one stays closed. A restart keeps the token of the process it
+    /// restarts.
+    alive: HashMap<Pid, u64>,
+    /// The next token.
+    tokens: u64,
     /// Cleared when the simulator is dropped: nothing will deliver.
     open: bool,
 }
@@ -48,9 +53,16 @@ impl<M> SimOutbox<M> {
         self.post.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Process `pid` started (or restarted).
-    pub(crate) fn started(&self, pid: Pid) {
-        self.lock().alive.insert(pid);
+    /// Process `pid` started, or restarted after a crash (`restart`: it
+    /// keeps its token).
+    pub(crate) fn started(&self, pid: Pid, restart: bool) {
+        let mut post = self.lock();
+        if restart && post.alive.contains_key(&pid) {
+            return;
+        }
+        post.tokens += 1;
+        let token = post.tokens;
+        post.alive.insert(pid, token);
     }
 
     /// Process `pid` ended for good.
@@ -91,9 +103,17 @@ impl<M> SimOutbox<M> {
 }
 
 impl<M: Send + 'static> Outbox<M> for SimOutbox<M> {
-    fn post(&self, to: Pid, from: Option<Pid>, message: M) -> Result<(), M> {
+    fn token(&self, pid: Pid) -> Option<u64> {
+        let post = self.lock();
+        if !post.open {
+            return None;
+        }
+        post.alive.get(&pid).copied()
+    }
+
+    fn post(&self, to: Pid, token: u64, from: Option<Pid>, message: M) -> Result<(), M> {
         let mut post = self.lock();
-        if !post.open || !post.alive.contains(&to) {
+        if !post.open || post.alive.get(&to) != Some(&token) {
             return Err(message);
         }
         post.queue.push_back((to, from, message));
@@ -103,9 +123,9 @@ impl<M: Send + 'static> Outbox<M> for SimOutbox<M> {
         Ok(())
     }
 
-    fn is_closed(&self, pid: Pid) -> bool {
+    fn is_closed(&self, pid: Pid, token: u64) -> bool {
         let post = self.lock();
-        !post.open || !post.alive.contains(&pid)
+        !post.open || post.alive.get(&pid) != Some(&token)
     }
 }
 
@@ -118,16 +138,23 @@ where
     pub(crate) fn outbox(&self) -> Arc<SimOutbox<P::Message>> {
         Arc::clone(self.outbox.get_or_init(|| {
             let inner = self.inner.borrow();
-            let alive = inner
+            let pids: Vec<Pid> = inner
                 .live
                 .keys()
                 .chain(inner.named.keys())
                 .copied()
                 .collect();
+            let mut alive = HashMap::new();
+            for pid in pids {
+                let token = alive.len() as u64 + 1;
+                alive.entry(pid).or_insert(token);
+            }
+            let tokens = alive.len() as u64;
             Arc::new(SimOutbox {
                 post: Mutex::new(Post {
                     queue: VecDeque::new(),
                     alive,
+                    tokens,
                     open: true,
                 }),
                 pending: AtomicBool::new(false),
@@ -137,7 +164,9 @@ where
 
     /// Delivers what was sent through addresses since the last look, in
     /// order, as `Context::send`s; a message whose process has ended by
-    /// now is dropped, with a trace line.
+    /// now is dropped, with a trace line. Called after each step (and
+    /// before each `Context::send` of a step, so that a step's sends keep
+    /// their order whichever way each went), and by the run loop.
     #[cold]
     #[inline(never)]
     pub(crate) fn deliver_posted(self: &Rc<Self>) {

@@ -132,7 +132,7 @@ where
         );
         inner.make_ready(pid);
         if let Some(outbox) = self.outbox.get() {
-            outbox.started(pid);
+            outbox.started(pid, restarted);
         }
         if self.tracing {
             let mut line = String::new();
@@ -462,6 +462,13 @@ where
         let stepped = caught(|| process.step(&mut cx, batch.drain(..), &mut out));
         let upgrade = cx.take_upgrade();
         drop(cx);
+        // What the step sent through addresses goes out now, before its
+        // line, as its `Context::send`s did.
+        if let Some(outbox) = self.outbox.get()
+            && outbox.has_posts()
+        {
+            self.deliver_posted();
+        }
         // Empty (the drain took every event); kept for the next step.
         if let Ok(mut inner) = self.inner.try_borrow_mut()
             && inner.batch.capacity() < batch.capacity()

@@ -17,8 +17,9 @@ use crate::{Faults, Sim, SimContextExt};
 /// *unsynced*: it reaches the disk only with the next
 /// [`sync`](Self::sync), which makes every earlier write durable, in
 /// order. A crash ([`Faults::crash`], [`Sim::crash`]) loses every unsynced
-/// write, always (the trace's crash line counts them): the restarted
-/// process sees the store as of its last sync.
+/// write (the trace's crash line counts them), so the restarted process
+/// sees the store as of its last sync; with [`Faults::keep_unsynced`] it
+/// keeps each one with a probability instead, out of order.
 ///
 /// ```
 /// use stepsched_sim::DurableStore;

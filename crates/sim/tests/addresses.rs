@@ -206,3 +206,149 @@ fn an_address_of_an_ended_process_is_closed_and_an_unknown_pid_has_none() {
         .unwrap();
     assert_eq!(join.join(), Ok((true, true, true)));
 }
+
+/// Sends 1 through an address, then 2 with `Context::send`, to a process
+/// that records what it gets: the order the scheduler gives them.
+enum Mixed {
+    Sender(stepsched::Pid),
+    Sink(Vec<u32>),
+}
+
+impl Process for Mixed {
+    type Input = ();
+    type Message = u32;
+    type Response = ();
+    type Command = &'static str;
+    type Output = Vec<u32>;
+
+    fn init(&mut self, _: &Context<'_, Self>, _: &str, (): ()) -> Result<(), Error> {
+        Ok(())
+    }
+
+    fn step(
+        &mut self,
+        cx: &mut Context<'_, Self>,
+        events: Events<'_, u32, ()>,
+        out: &mut StepOutput<&'static str, Vec<u32>>,
+    ) -> Result<(), Error> {
+        match self {
+            Mixed::Sender(to) => {
+                let to = *to;
+                let address = cx.address(to).ok_or_else(|| Error::failed("no sink"))?;
+                address.send(1).map_err(|e| Error::failed(e.to_string()))?;
+                cx.send(to, 2).map_err(|e| Error::failed(e.to_string()))?;
+                address.send(3).map_err(|e| Error::failed(e.to_string()))?;
+                out.set_status(Status::Done(Vec::new()));
+            }
+            Mixed::Sink(got) => {
+                got.extend(events.filter_map(|e| e.into_message()));
+                if got.len() == 3 {
+                    out.set_status(Status::Done(std::mem::take(got)));
+                } else {
+                    out.set_status(Status::Idle);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_steps_sends_keep_their_order_whether_through_an_address_or_not() {
+    for seed in 0..20 {
+        let sim = Sim::<Mixed>::builder()
+            .seed(seed)
+            .network(Network::new().fifo(true).delay(MS, 5 * MS))
+            .build();
+        let sink = sim.allocate_pid();
+        let join = sim
+            .submit(sink, Mixed::Sink(Vec::new()), "main", ())
+            .unwrap();
+        sim.submit(sim.allocate_pid(), Mixed::Sender(sink), "main", ())
+            .unwrap();
+        assert_eq!(join.join(), Ok(vec![1, 2, 3]), "seed {seed}");
+    }
+    let scheduler = Scheduler::<Mixed>::builder().workers(2).build().unwrap();
+    let sink = scheduler.allocate_pid();
+    let join = scheduler
+        .submit(sink, Mixed::Sink(Vec::new()), "main", ())
+        .unwrap();
+    scheduler
+        .submit(scheduler.allocate_pid(), Mixed::Sender(sink), "main", ())
+        .unwrap();
+    assert_eq!(join.join(), Ok(vec![1, 2, 3]));
+}
+
+/// Takes the address of a process that has ended, then asks again after
+/// a new process was submitted under the same PID.
+enum Reuse {
+    Keeper(Option<Address<Reuse>>, stepsched::Pid),
+    Quick,
+    Sink,
+}
+
+impl Process for Reuse {
+    type Input = ();
+    type Message = u32;
+    type Response = ();
+    type Command = &'static str;
+    type Output = (bool, bool, bool);
+
+    fn init(&mut self, _: &Context<'_, Self>, _: &str, (): ()) -> Result<(), Error> {
+        Ok(())
+    }
+
+    fn step(
+        &mut self,
+        cx: &mut Context<'_, Self>,
+        events: Events<'_, u32, ()>,
+        out: &mut StepOutput<&'static str, (bool, bool, bool)>,
+    ) -> Result<(), Error> {
+        match self {
+            Reuse::Quick => {
+                // Waits for one message, then ends.
+                if events.count() > 0 {
+                    out.set_status(Status::Done((false, false, false)));
+                } else {
+                    out.set_status(Status::Idle);
+                }
+            }
+            Reuse::Sink => out.set_status(Status::Idle),
+            Reuse::Keeper(kept, target) => {
+                let target = *target;
+                match kept {
+                    None => {
+                        *kept = cx.address(target);
+                        let first = kept.as_ref().ok_or_else(|| Error::failed("no target"))?;
+                        first.send(1).map_err(|e| Error::failed(e.to_string()))?;
+                        cx.after(MS, 0).map_err(|e| Error::failed(e.to_string()))?;
+                        out.set_status(Status::Idle);
+                    }
+                    Some(old) => {
+                        let fresh = cx.address(target);
+                        out.set_status(Status::Done((
+                            old.is_closed(),
+                            matches!(old.send(2), Err(SendError::Closed(_))),
+                            fresh.is_some_and(|f| !f.is_closed() && f != *old),
+                        )));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn an_address_names_a_process_not_a_pid() {
+    let sim = Sim::<Reuse>::builder().seed(3).build();
+    let target = sim.allocate_pid();
+    let quick = sim.submit(target, Reuse::Quick, "main", ()).unwrap();
+    let keeper = sim
+        .submit(sim.allocate_pid(), Reuse::Keeper(None, target), "main", ())
+        .unwrap();
+    assert_eq!(quick.join(), Ok((false, false, false)));
+    // The PID again, for another process, before the keeper looks.
+    sim.submit(target, Reuse::Sink, "main", ()).unwrap();
+    assert_eq!(keeper.join(), Ok((true, true, true)));
+}

@@ -118,8 +118,9 @@ enum Target<P: SchedProcess> {
     Hosted(Arc<Hosted<P>>),
 }
 
-/// A process of another host, and that host's outbox.
-type Hosted<P> = (Pid, Arc<dyn Outbox<<P as Process>::Message>>);
+/// A process of another host (its PID and the host's token for it), and
+/// that host's outbox.
+type Hosted<P> = (Pid, u64, Arc<dyn Outbox<<P as Process>::Message>>);
 
 impl<P: SchedProcess> Address<P> {
     pub(crate) fn new(slot: SlotArc<Slot<P>>) -> Self {
@@ -131,9 +132,9 @@ impl<P: SchedProcess> Address<P> {
 
     /// An address of process `pid` of a host that is not this scheduler,
     /// sending through its `outbox` (see [`ContextExt::address`](crate::ContextExt::address)).
-    pub(crate) fn hosted(pid: Pid, outbox: Arc<dyn Outbox<P::Message>>) -> Self {
+    pub(crate) fn hosted(pid: Pid, token: u64, outbox: Arc<dyn Outbox<P::Message>>) -> Self {
         Address {
-            to: Target::Hosted(Arc::new((pid, outbox))),
+            to: Target::Hosted(Arc::new((pid, token, outbox))),
             from: Sender::NONE,
         }
     }
@@ -210,7 +211,7 @@ impl<P: SchedProcess> Address<P> {
     pub fn is_closed(&self) -> bool {
         match &self.to {
             Target::Slot(slot) => slot.state_is_complete(),
-            Target::Hosted(hosted) => hosted.1.is_closed(hosted.0),
+            Target::Hosted(hosted) => hosted.2.is_closed(hosted.0, hosted.1),
         }
     }
 
@@ -221,7 +222,7 @@ impl<P: SchedProcess> Address<P> {
                 package.from = from;
                 SendError::Closed(package)
             }),
-            Target::Hosted(hosted) => post(&hosted.1, hosted.0, from, message),
+            Target::Hosted(hosted) => post(hosted, from, message),
         }
     }
 }
@@ -231,12 +232,12 @@ impl<P: SchedProcess> Address<P> {
 #[cold]
 #[inline(never)]
 fn post<M>(
-    outbox: &Arc<dyn Outbox<M>>,
-    pid: Pid,
+    (pid, token, outbox): &(Pid, u64, Arc<dyn Outbox<M>>),
     from: Option<Pid>,
     message: M,
 ) -> Result<(), SendError<M>> {
-    outbox.post(pid, from, message).map_err(|payload| {
+    let pid = *pid;
+    outbox.post(pid, *token, from, message).map_err(|payload| {
         let mut package = Package::new(pid, "", payload);
         package.from = from;
         SendError::Closed(package)
@@ -267,8 +268,10 @@ impl<P: SchedProcess> PartialEq for Address<P> {
     fn eq(&self, other: &Self) -> bool {
         match (&self.to, &other.to) {
             (Target::Slot(a), Target::Slot(b)) => SlotArc::ptr_eq(a, b),
-            // One host's outbox and one PID: hosts do not reuse PIDs.
-            (Target::Hosted(a), Target::Hosted(b)) => a.0 == b.0 && Arc::ptr_eq(&a.1, &b.1),
+            // One host's outbox, one PID, one token: one process.
+            (Target::Hosted(a), Target::Hosted(b)) => {
+                (a.0, a.1) == (b.0, b.1) && Arc::ptr_eq(&a.2, &b.2)
+            }
             _ => false,
         }
     }

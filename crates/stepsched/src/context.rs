@@ -300,10 +300,8 @@ impl<P: SchedProcess> ContextExt<P> for Context<'_, P> {
             Some(handle) => handle.address(pid)?,
             None => {
                 let outbox = self.reach().outbox()?;
-                if outbox.is_closed(pid) {
-                    return None;
-                }
-                Address::hosted(pid, outbox)
+                let token = outbox.token(pid)?;
+                Address::hosted(pid, token, outbox)
             }
         };
         Some(to.with_sender(self.pid()))
@@ -321,7 +319,10 @@ impl<P: SchedProcess> ContextExt<P> for Context<'_, P> {
                 return Err(SubmitError::Stopping(child));
             };
             let pid = self.reach().spawn(child, method, input)?;
-            return Ok(Address::hosted(pid, outbox).with_sender(self.pid()));
+            // Live: spawned on this thread just now. (A child that ended in
+            // its `init` was refused by the spawn.)
+            let token = outbox.token(pid).unwrap_or(u64::MAX);
+            return Ok(Address::hosted(pid, token, outbox).with_sender(self.pid()));
         };
         let pid = handle.allocate_pid();
         let join = handle.submit(pid, child, method, input)?;

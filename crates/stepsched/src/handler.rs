@@ -299,7 +299,13 @@ impl<P: SchedProcess> Complete<P> for Completer<P> {
             return Completer::complete(self, result);
         }
         let live = !self.slot.state_is_complete();
-        crate::context::at(Instant::now() + delay, move || {
+        // A delay past what the clock can represent never comes: the
+        // completer is dropped, which completes the yield with an error.
+        let Some(when) = Instant::now().checked_add(delay) else {
+            drop(result);
+            return live;
+        };
+        crate::context::at(when, move || {
             Completer::complete(self, result);
         });
         live
