@@ -12,7 +12,7 @@
 //! another OS thread lands wherever the run loop happens to be, which
 //! breaks replay (as any real concurrency does).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::fmt::Write as _;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -42,8 +42,6 @@ struct Post<M> {
     alive: HashMap<Pid, u64>,
     /// The next token.
     tokens: u64,
-    /// Cleared when the simulator is dropped: nothing will deliver.
-    open: bool,
 }
 
 impl<M> SimOutbox<M> {
@@ -70,11 +68,11 @@ impl<M> SimOutbox<M> {
         self.lock().alive.remove(&pid);
     }
 
-    /// The simulator is gone: sends fail, and what is queued is dropped.
+    /// The simulator is gone: no process is alive any more, so sends
+    /// fail, and what is queued is dropped.
     pub(crate) fn close(&self) {
         let queue = {
             let mut post = self.lock();
-            post.open = false;
             post.alive.clear();
             std::mem::take(&mut post.queue)
         };
@@ -91,29 +89,22 @@ impl<M> SimOutbox<M> {
         self.pending.load(Ordering::Acquire)
     }
 
-    /// Takes what is queued, if anything.
-    fn take(&self) -> Option<VecDeque<(Pid, Option<Pid>, M)>> {
-        if !self.has_posts() {
-            return None;
-        }
+    /// Takes what is queued.
+    fn take(&self) -> VecDeque<(Pid, Option<Pid>, M)> {
         let mut post = self.lock();
         self.pending.store(false, Ordering::Relaxed);
-        Some(std::mem::take(&mut post.queue))
+        std::mem::take(&mut post.queue)
     }
 }
 
 impl<M: Send + 'static> Outbox<M> for SimOutbox<M> {
     fn token(&self, pid: Pid) -> Option<u64> {
-        let post = self.lock();
-        if !post.open {
-            return None;
-        }
-        post.alive.get(&pid).copied()
+        self.lock().alive.get(&pid).copied()
     }
 
     fn post(&self, to: Pid, token: u64, from: Option<Pid>, message: M) -> Result<(), M> {
         let mut post = self.lock();
-        if !post.open || post.alive.get(&to) != Some(&token) {
+        if post.alive.get(&to) != Some(&token) {
             return Err(message);
         }
         post.queue.push_back((to, from, message));
@@ -124,8 +115,7 @@ impl<M: Send + 'static> Outbox<M> for SimOutbox<M> {
     }
 
     fn is_closed(&self, pid: Pid, token: u64) -> bool {
-        let post = self.lock();
-        !post.open || post.alive.get(&pid) != Some(&token)
+        self.lock().alive.get(&pid) != Some(&token)
     }
 }
 
@@ -138,24 +128,19 @@ where
     pub(crate) fn outbox(&self) -> Arc<SimOutbox<P::Message>> {
         Arc::clone(self.outbox.get_or_init(|| {
             let inner = self.inner.borrow();
-            let pids: Vec<Pid> = inner
+            let pids: BTreeSet<Pid> = inner
                 .live
                 .keys()
                 .chain(inner.named.keys())
                 .copied()
                 .collect();
-            let mut alive = HashMap::new();
-            for pid in pids {
-                let token = alive.len() as u64 + 1;
-                alive.entry(pid).or_insert(token);
-            }
+            let alive: HashMap<Pid, u64> = pids.into_iter().zip(1..).collect();
             let tokens = alive.len() as u64;
             Arc::new(SimOutbox {
                 post: Mutex::new(Post {
                     queue: VecDeque::new(),
                     alive,
                     tokens,
-                    open: true,
                 }),
                 pending: AtomicBool::new(false),
             })
@@ -167,12 +152,20 @@ where
     /// now is dropped, with a trace line. Called after each step (and
     /// before each `Context::send` of a step, so that a step's sends keep
     /// their order whichever way each went), and by the run loop.
+    #[inline]
+    pub(crate) fn deliver_posted(self: &Rc<Self>) {
+        if let Some(outbox) = self.outbox.get()
+            && outbox.has_posts()
+        {
+            self.deliver_queued(outbox.take());
+        }
+    }
+
+    /// The delivery of [`deliver_posted`](Self::deliver_posted), out of
+    /// the loops' way.
     #[cold]
     #[inline(never)]
-    pub(crate) fn deliver_posted(self: &Rc<Self>) {
-        let Some(queue) = self.outbox.get().and_then(|o| o.take()) else {
-            return;
-        };
+    fn deliver_queued(self: &Rc<Self>, queue: VecDeque<(Pid, Option<Pid>, P::Message)>) {
         for (to, from, message) in queue {
             let mut package = Package::new(to, "", message);
             package.from = from;

@@ -464,11 +464,7 @@ where
         drop(cx);
         // What the step sent through addresses goes out now, before its
         // line, as its `Context::send`s did.
-        if let Some(outbox) = self.outbox.get()
-            && outbox.has_posts()
-        {
-            self.deliver_posted();
-        }
+        self.deliver_posted();
         // Empty (the drain took every event); kept for the next step.
         if let Ok(mut inner) = self.inner.try_borrow_mut()
             && inner.batch.capacity() < batch.capacity()

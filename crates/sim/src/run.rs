@@ -173,11 +173,7 @@ where
         while !done() {
             // What was sent through addresses (in the last step, or from
             // outside) goes out before anything else happens.
-            if let Some(outbox) = self.outbox.get()
-                && outbox.has_posts()
-            {
-                self.deliver_posted();
-            }
+            self.deliver_posted();
             let mut inner = self.inner.borrow_mut();
             if inner.steps - start >= self.max_steps {
                 if inner.shutting_down().is_some() {

@@ -45,11 +45,7 @@ where
 {
     fn send(&self, package: Package<P::Message>) -> Result<(), SendError<P::Message>> {
         // What this step sent through addresses before goes first.
-        if let Some(outbox) = self.shared.outbox.get()
-            && outbox.has_posts()
-        {
-            self.shared.deliver_posted();
-        }
+        self.shared.deliver_posted();
         self.shared.deliver(package)
     }
 

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use stepsched_process::{Outbox, Package, Pid, Process, SendError};
+use stepsched_process::{Outbox, Package, Pid, SendError};
 
 use crate::SchedProcess;
 use crate::primitive::sync::SlotArc;
@@ -115,12 +115,16 @@ enum Target<P: SchedProcess> {
     /// outbox, which that host delivers from on its own thread. Behind a
     /// pointer, so that the scheduler's own addresses stay as small as
     /// before (a sender that keeps a thousand of them keeps them in cache).
-    Hosted(Arc<Hosted<P>>),
+    Hosted(Arc<Hosted<P::Message>>),
 }
 
-/// A process of another host (its PID and the host's token for it), and
-/// that host's outbox.
-type Hosted<P> = (Pid, u64, Arc<dyn Outbox<<P as Process>::Message>>);
+/// A process of another host, and that host's outbox.
+struct Hosted<M> {
+    pid: Pid,
+    /// The host's token for the process (see [`Outbox::token`]).
+    token: u64,
+    outbox: Arc<dyn Outbox<M>>,
+}
 
 impl<P: SchedProcess> Address<P> {
     pub(crate) fn new(slot: SlotArc<Slot<P>>) -> Self {
@@ -134,7 +138,7 @@ impl<P: SchedProcess> Address<P> {
     /// sending through its `outbox` (see [`ContextExt::address`](crate::ContextExt::address)).
     pub(crate) fn hosted(pid: Pid, token: u64, outbox: Arc<dyn Outbox<P::Message>>) -> Self {
         Address {
-            to: Target::Hosted(Arc::new((pid, token, outbox))),
+            to: Target::Hosted(Arc::new(Hosted { pid, token, outbox })),
             from: Sender::NONE,
         }
     }
@@ -143,7 +147,7 @@ impl<P: SchedProcess> Address<P> {
     pub fn pid(&self) -> Pid {
         match &self.to {
             Target::Slot(slot) => slot.pid,
-            Target::Hosted(hosted) => hosted.0,
+            Target::Hosted(hosted) => hosted.pid,
         }
     }
 
@@ -211,17 +215,14 @@ impl<P: SchedProcess> Address<P> {
     pub fn is_closed(&self) -> bool {
         match &self.to {
             Target::Slot(slot) => slot.state_is_complete(),
-            Target::Hosted(hosted) => hosted.2.is_closed(hosted.0, hosted.1),
+            Target::Hosted(hosted) => hosted.outbox.is_closed(hosted.pid, hosted.token),
         }
     }
 
     fn deliver(&self, from: Option<Pid>, message: P::Message) -> Result<(), SendError<P::Message>> {
         match &self.to {
-            Target::Slot(slot) => Slot::deliver(slot, from, message).map_err(|payload| {
-                let mut package = Package::new(slot.pid, "", payload);
-                package.from = from;
-                SendError::Closed(package)
-            }),
+            Target::Slot(slot) => Slot::deliver(slot, from, message)
+                .map_err(|payload| closed(slot.pid, from, payload)),
             Target::Hosted(hosted) => post(hosted, from, message),
         }
     }
@@ -231,17 +232,18 @@ impl<P: SchedProcess> Address<P> {
 /// sends, which only pay the check of the target's kind.
 #[cold]
 #[inline(never)]
-fn post<M>(
-    (pid, token, outbox): &(Pid, u64, Arc<dyn Outbox<M>>),
-    from: Option<Pid>,
-    message: M,
-) -> Result<(), SendError<M>> {
-    let pid = *pid;
-    outbox.post(pid, *token, from, message).map_err(|payload| {
-        let mut package = Package::new(pid, "", payload);
-        package.from = from;
-        SendError::Closed(package)
-    })
+fn post<M>(hosted: &Hosted<M>, from: Option<Pid>, message: M) -> Result<(), SendError<M>> {
+    hosted
+        .outbox
+        .post(hosted.pid, hosted.token, from, message)
+        .map_err(|payload| closed(hosted.pid, from, payload))
+}
+
+/// The refusal of a send to `pid` from `from`: the payload handed back.
+fn closed<M>(pid: Pid, from: Option<Pid>, payload: M) -> SendError<M> {
+    let mut package = Package::new(pid, "", payload);
+    package.from = from;
+    SendError::Closed(package)
 }
 
 impl<P: SchedProcess> Clone for Target<P> {
@@ -270,7 +272,7 @@ impl<P: SchedProcess> PartialEq for Address<P> {
             (Target::Slot(a), Target::Slot(b)) => SlotArc::ptr_eq(a, b),
             // One host's outbox, one PID, one token: one process.
             (Target::Hosted(a), Target::Hosted(b)) => {
-                (a.0, a.1) == (b.0, b.1) && Arc::ptr_eq(&a.2, &b.2)
+                (a.pid, a.token) == (b.pid, b.token) && Arc::ptr_eq(&a.outbox, &b.outbox)
             }
             _ => false,
         }
