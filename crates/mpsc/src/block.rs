@@ -108,9 +108,11 @@ impl<T> Block<T> {
         &self.slots[offset as usize]
     }
 
-    /// Allocates an empty, unlinked block starting at `start`.
-    pub(crate) fn alloc(start: u32) -> NonNull<Self> {
-        let block = Box::new(Block {
+    /// An empty, unlinked block starting at `start`, by value: a queue's
+    /// first block lives inside the queue's shared state, so that a queue
+    /// that never grows is one allocation.
+    pub(crate) fn new(start: u32) -> Self {
+        Block {
             head: Header {
                 start: AtomicU32::new(start),
                 lap: AtomicU8::new(1),
@@ -122,14 +124,19 @@ impl<T> Block<T> {
                 value: UnsafeCell::new(MaybeUninit::uninit()),
                 state: AtomicU8::new(0),
             }),
-        });
-        NonNull::from(Box::leak(block))
+        }
+    }
+
+    /// Allocates an empty, unlinked block starting at `start`.
+    pub(crate) fn alloc(start: u32) -> NonNull<Self> {
+        NonNull::from(Box::leak(Box::new(Self::new(start))))
     }
 
     /// Frees a block without dropping any value in it.
     ///
     /// # Safety
-    /// `block` came from [`Block::alloc`], no other thread can reach it, and
+    /// `block` came from [`Block::alloc`] (it is not a queue's first block,
+    /// which its shared state owns), no other thread can reach it, and
     /// every value it held has been moved out or dropped.
     pub(crate) unsafe fn free(block: NonNull<Self>) {
         // SAFETY: allocated by `Box` in `alloc` and exclusively ours (caller).

@@ -12,7 +12,9 @@
 //! * **Lock-free push** from any thread through a [`Sender`]: a claim with
 //!   one `fetch_add`, a write and a store (the allocator aside, when a new
 //!   block is needed). Steady state does not allocate: slots come in blocks
-//!   of 32 that the consumer recycles.
+//!   of 8 that the consumer recycles. A new queue is one allocation (its
+//!   first block lives in the state the handles share), so a queue that
+//!   receives a handful of values in its life never allocates again.
 //! * **One consumer**: the [`Receiver`] is unique, `Send` but not `Sync`,
 //!   and takes values out through `&mut self`.
 //! * **Batch drain**: [`Receiver::drain_into`] appends every value pushed so

@@ -254,9 +254,22 @@ const LINE: usize = 64;
 const TAIL_PAD: usize = LINE.saturating_sub(size_of::<AtomicU64>());
 /// Padding after the push line.
 const PUSH_LINE_PAD: usize = LINE.saturating_sub(size_of::<PushLine<()>>());
+/// Padding after the consumer's fields, before the first block.
+const CONSUMER_PAD: usize = LINE.saturating_sub(size_of::<ConsumerFields>());
+
+/// The consumer's fields of [`Shared`] as laid out there, to size
+/// [`CONSUMER_PAD`].
+#[repr(C)]
+struct ConsumerFields(AtomicU32, UnsafeCell<Option<(NonNull<()>, u32)>>);
 
 /// The state shared by the senders and the receiver, in three groups
-/// `LINE` bytes apart (see [`LINE`]).
+/// `LINE` bytes apart (see [`LINE`]), then the queue's first block: a queue
+/// that receives at most `BLOCK_CAP` values in its life (the queue of a
+/// short-lived process in a scheduler) costs one allocation, not two, and
+/// so one free: what such a process pays most for when it is created on
+/// one thread and ends on another, where the system allocator takes a
+/// lock to free. A queue that keeps receiving still needs a second block
+/// (the next one must be linked before the first can be recycled).
 #[repr(C)]
 struct Shared<T> {
     /// Next index to claim (high half), generation and `CLOSED` (low half).
@@ -274,6 +287,13 @@ struct Shared<T> {
     /// Where the consumer stopped (oldest block it still owns, its index),
     /// written once by the dropping `Receiver`, read by `Shared::drop`.
     orphan: UnsafeCell<Option<(NonNull<Block<T>>, u32)>>,
+    _consumer_line: [u8; CONSUMER_PAD],
+    /// The first block, owned by this allocation: linked, released and
+    /// recycled like any other, never freed on its own (see
+    /// [`Shared::free_block`]). A line after `consumer_index`, which the
+    /// consumer writes after each drain, since every push reads the
+    /// block's header.
+    first: Block<T>,
     /// Owns `T`s; `*mut` so that Send/Sync come only from the impls below.
     _owns: PhantomData<*mut T>,
 }
@@ -297,6 +317,19 @@ impl<T> Shared<T> {
         // made by the receiver after it stores the status. The claim itself
         // decides every push the pre-check lets through.
         self.push_line.status.load(Ordering::Relaxed)
+    }
+
+    /// Frees a block that left the list for good, unless it is the first
+    /// block, which lives in this allocation and goes with it.
+    ///
+    /// # Safety
+    /// As for [`Block::free`], but `block` may also be `first`.
+    unsafe fn free_block(&self, block: NonNull<Block<T>>) {
+        if !ptr::eq(block.as_ptr(), &self.first) {
+            // SAFETY: not `first`, so it came from `Block::alloc` (every
+            // other block does); the rest is the caller's contract.
+            unsafe { Block::free(block) };
+        }
     }
 
     /// Publishes a new status (receiver only, after the RMW on `tail`).
@@ -416,10 +449,17 @@ impl<T> Drop for Shared<T> {
         let Some((mut block, index)) = orphan else {
             return;
         };
+        let first = NonNull::from(&self.first);
         loop {
-            // SAFETY: every block from the consumer's oldest one on is live
-            // and no other thread exists any more.
-            let b = unsafe { block.as_ref() };
+            let b = if block == first {
+                // Borrowed afresh from `self` rather than through the
+                // pointer the list kept, which `&mut self` outlived.
+                &self.first
+            } else {
+                // SAFETY: every block from the consumer's oldest one on is
+                // live and no other thread exists any more.
+                unsafe { block.as_ref() }
+            };
             let start = b.start();
             for offset in 0..BLOCK_CAP {
                 let (ready, tomb) = b.slot_state(offset);
@@ -432,7 +472,7 @@ impl<T> Drop for Shared<T> {
             // Relaxed: no other thread exists.
             let next = b.next(Ordering::Relaxed);
             // SAFETY: unreachable now; its values were dropped above.
-            unsafe { Block::free(block) };
+            unsafe { self.free_block(block) };
             match next {
                 Some(n) => block = n,
                 None => break,
@@ -769,19 +809,28 @@ impl<T> Receiver<T> {
     /// Creates an open, empty queue of generation 0 and returns its
     /// receiver; senders come from [`Receiver::sender`].
     pub fn new() -> Self {
-        let block = Block::alloc(INITIAL_INDEX);
         let shared = Arc::new(Shared {
             tail: AtomicU64::new(u64::from(INITIAL_INDEX) << 32),
             _tail_line: [0; TAIL_PAD],
             push_line: PushLine {
                 status: AtomicU32::new(0),
-                hint: AtomicPtr::new(block.as_ptr()),
+                hint: AtomicPtr::new(ptr::null_mut()),
             },
             _push_line: [0; PUSH_LINE_PAD],
             consumer_index: AtomicU32::new(INITIAL_INDEX),
             orphan: UnsafeCell::new(None),
+            _consumer_line: [0; CONSUMER_PAD],
+            first: Block::new(INITIAL_INDEX),
             _owns: PhantomData,
         });
+        let block = NonNull::from(&shared.first);
+        // Relaxed: no sender exists yet; each is made from this receiver
+        // after this store, and reaches another thread only through a
+        // hand-off that synchronizes (the `Arc` clone is on our thread).
+        shared
+            .push_line
+            .hint
+            .store(block.as_ptr(), Ordering::Relaxed);
         Receiver {
             shared,
             head: block,
@@ -1051,7 +1100,7 @@ impl<T> Receiver<T> {
             let c = unsafe { curr.as_ref() };
             if c.start().wrapping_sub(frontier) as i32 >= self.spare_slots as i32 {
                 // SAFETY: never linked again, so still private; values taken.
-                unsafe { Block::free(block) };
+                unsafe { self.shared.free_block(block) };
                 return;
             }
             match c.try_push(block) {
@@ -1220,12 +1269,13 @@ mod tests {
         type S = Shared<u64>;
         assert!(offset_of!(S, push_line) - offset_of!(S, tail) >= LINE);
         assert!(offset_of!(S, consumer_index) - offset_of!(S, push_line) >= LINE);
+        assert!(offset_of!(S, first) - offset_of!(S, consumer_index) >= LINE);
         assert!(align_of::<S>() <= 16, "Shared is over-aligned");
         assert!(align_of::<Block<u64>>() <= 16, "Block is over-aligned");
         assert!(
-            size_of::<S>() <= 3 * LINE,
-            "Shared grew: {}",
-            size_of::<S>()
+            offset_of!(S, first) <= 3 * LINE,
+            "Shared's fields before the first block grew: {}",
+            offset_of!(S, first)
         );
     }
 

@@ -49,6 +49,7 @@ fn allocations() -> usize {
 /// scenarios one after the other.
 #[test]
 fn steady_state_does_not_allocate() {
+    a_queue_that_never_grows_is_one_allocation();
     single_thread();
     across_threads();
     no_block_leaks();
@@ -143,6 +144,29 @@ fn no_block_leaks() {
         }
         started.store(u64::MAX, Ordering::Release);
     });
+}
+
+/// The first block lives in the queue's shared state: a queue that
+/// receives a few values in its life (the queue of a short-lived process
+/// in a scheduler) is one allocation, made and freed once.
+fn a_queue_that_never_grows_is_one_allocation() {
+    let mut out = Vec::with_capacity(4);
+    let before = allocations();
+    let live = LIVE_BYTES.load(Ordering::Relaxed);
+    let mut rx = Receiver::<u64>::new();
+    let tx = rx.sender();
+    for i in 0..4 {
+        tx.push(i).unwrap();
+    }
+    assert_eq!(rx.drain_into(&mut out), 4);
+    assert_eq!(
+        allocations() - before,
+        1,
+        "a small queue allocated more than once"
+    );
+    drop(tx);
+    drop(rx);
+    assert_eq!(LIVE_BYTES.load(Ordering::Relaxed), live, "memory leaked");
 }
 
 fn single_thread() {
