@@ -13,7 +13,9 @@ pub(crate) mod sync {
     pub(crate) use std::sync::Arc;
 
     pub(crate) mod atomic {
-        pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicU32, AtomicU64, Ordering};
+        pub(crate) use std::sync::atomic::{
+            AtomicBool, AtomicPtr, AtomicU8, AtomicU32, AtomicU64, Ordering,
+        };
     }
 }
 
@@ -22,7 +24,9 @@ pub(crate) mod sync {
     pub(crate) use loom::sync::Arc;
 
     pub(crate) mod atomic {
-        pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU8, AtomicU32, AtomicU64, Ordering};
+        pub(crate) use loom::sync::atomic::{
+            AtomicBool, AtomicPtr, AtomicU8, AtomicU32, AtomicU64, Ordering,
+        };
     }
 }
 

@@ -133,7 +133,7 @@ use crate::error::PushError;
 use crate::primitive::cell::UnsafeCell;
 use crate::primitive::local;
 use crate::primitive::sync::Arc;
-use crate::primitive::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use crate::primitive::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use crate::primitive::wait::snooze;
 
 /// `tail` bit 0: the queue is closed.
@@ -260,7 +260,11 @@ const CONSUMER_PAD: usize = LINE.saturating_sub(size_of::<ConsumerFields>());
 /// The consumer's fields of [`Shared`] as laid out there, to size
 /// [`CONSUMER_PAD`].
 #[repr(C)]
-struct ConsumerFields(AtomicU32, UnsafeCell<Option<(NonNull<()>, u32)>>);
+struct ConsumerFields(
+    AtomicU32,
+    UnsafeCell<Option<(NonNull<()>, u32)>>,
+    AtomicBool,
+);
 
 /// The state shared by the senders and the receiver, in three groups
 /// `LINE` bytes apart (see [`LINE`]), then the queue's first block: a queue
@@ -287,6 +291,9 @@ struct Shared<T> {
     /// Where the consumer stopped (oldest block it still owns, its index),
     /// written once by the dropping `Receiver`, read by `Shared::drop`.
     orphan: UnsafeCell<Option<(NonNull<Block<T>>, u32)>>,
+    /// Whether the receiver was made: at once by [`Receiver::new`], or
+    /// later, once, by [`Sender::take_receiver`].
+    receiver_made: AtomicBool,
     _consumer_line: [u8; CONSUMER_PAD],
     /// The first block, owned by this allocation: linked, released and
     /// recycled like any other, never freed on its own (see
@@ -308,6 +315,34 @@ unsafe impl<T: Send> Send for Shared<T> {}
 unsafe impl<T: Send> Sync for Shared<T> {}
 
 impl<T> Shared<T> {
+    /// A new, open, empty queue of generation 0; `receiver_made`: whether
+    /// its receiver is made with it.
+    fn new(receiver_made: bool) -> Arc<Self> {
+        let shared = Arc::new(Shared {
+            tail: AtomicU64::new(u64::from(INITIAL_INDEX) << 32),
+            _tail_line: [0; TAIL_PAD],
+            push_line: PushLine {
+                status: AtomicU32::new(0),
+                hint: AtomicPtr::new(ptr::null_mut()),
+            },
+            _push_line: [0; PUSH_LINE_PAD],
+            consumer_index: AtomicU32::new(INITIAL_INDEX),
+            orphan: UnsafeCell::new(None),
+            receiver_made: AtomicBool::new(receiver_made),
+            _consumer_line: [0; CONSUMER_PAD],
+            first: Block::new(INITIAL_INDEX),
+            _owns: PhantomData,
+        });
+        // Relaxed: no handle exists yet; each is made from this `Arc` after
+        // this store, and reaches another thread only through a hand-off
+        // that synchronizes.
+        shared
+            .push_line
+            .hint
+            .store(NonNull::from(&shared.first).as_ptr(), Ordering::Relaxed);
+        shared
+    }
+
     /// The generation and `CLOSED` bit, as of a recent close or reopen.
     #[inline(always)]
     fn status(&self) -> u32 {
@@ -446,10 +481,11 @@ impl<T> Drop for Shared<T> {
         // before releasing its `Arc`, whose drop orders that write before
         // this one.
         let orphan = self.orphan.with_mut(|p| unsafe { (*p).take() });
-        let Some((mut block, index)) = orphan else {
-            return;
-        };
         let first = NonNull::from(&self.first);
+        // No handover: the receiver was never made (a queue made by
+        // `Sender::without_receiver`), so every value from the first block
+        // on is still here.
+        let (mut block, index) = orphan.unwrap_or((first, INITIAL_INDEX));
         loop {
             let b = if block == first {
                 // Borrowed afresh from `self` rather than through the
@@ -508,6 +544,88 @@ pub struct Sender<T> {
 }
 
 impl<T> Sender<T> {
+    /// Creates an open, empty queue of generation 0 whose receiver is not
+    /// made yet, and returns a sender bound to that generation. The
+    /// receiver is made later, once, by [`take_receiver`](Self::take_receiver)
+    /// on any sender of the queue.
+    ///
+    /// For an owner that makes the queue wherever the first value is
+    /// pushed, on whatever thread, and drains it elsewhere (a scheduler's
+    /// per-process queue): the receiver needs no place of its own until the
+    /// first drain, and the queue stays one allocation. Values in a queue
+    /// whose receiver is never made are dropped with the queue.
+    ///
+    /// ```
+    /// let tx = stepsched_mpsc::Sender::without_receiver();
+    /// tx.push(1).unwrap();
+    /// let mut rx = tx.take_receiver().expect("the first time");
+    /// assert!(tx.take_receiver().is_none());
+    /// let mut out = Vec::new();
+    /// rx.drain_into(&mut out);
+    /// assert_eq!(out, [1]);
+    /// ```
+    pub fn without_receiver() -> Self {
+        Sender {
+            shared: Shared::new(false),
+            generation: 0,
+        }
+    }
+
+    /// The queue's receiver, the first time it is asked for on a queue made
+    /// by [`without_receiver`](Self::without_receiver); `None` after that,
+    /// and always for a queue made with its receiver ([`Receiver::new`],
+    /// [`channel`]). The receiver starts where the queue started: every
+    /// value pushed so far is drained by it.
+    pub fn take_receiver(&self) -> Option<Receiver<T>> {
+        // Relaxed: the swap's atomicity alone makes one caller the maker.
+        // The receiver reads only what the queue's construction wrote
+        // (ordered before us by however this sender reached us) and what
+        // producers publish through the slots' states, as for any drain.
+        if self.shared.receiver_made.swap(true, Ordering::Relaxed) {
+            return None;
+        }
+        Some(Receiver::attach(Arc::clone(&self.shared)))
+    }
+
+    /// The sender as a raw pointer to its queue, for an owner that keeps
+    /// the queue in an atomic word: aligned to at least 8, so the low
+    /// three bits are free for the owner's tags. The sender's reference to
+    /// the queue goes with the pointer; [`from_raw`](Self::from_raw) takes
+    /// it back.
+    ///
+    /// # Panics
+    ///
+    /// If the sender is bound to a generation other than the first (the
+    /// raw form does not keep it: `from_raw` binds to generation 0).
+    pub fn into_raw(self) -> NonNull<()> {
+        assert_eq!(
+            self.generation, 0,
+            "Sender::into_raw: only a sender of generation 0 has a raw form"
+        );
+        let this = core::mem::ManuallyDrop::new(self);
+        // SAFETY: `this` is never dropped, so its reference to the queue
+        // moves into the pointer.
+        let shared = unsafe { ptr::read(&this.shared) };
+        NonNull::new(Arc::into_raw(shared).cast_mut().cast()).expect("an Arc is not null")
+    }
+
+    /// A sender bound to generation 0, from [`into_raw`](Self::into_raw).
+    ///
+    /// # Safety
+    ///
+    /// `raw` came from `Sender::<T>::into_raw` (the same `T`), and each such
+    /// pointer is taken back at most once. (To borrow a sender without
+    /// taking the reference back, wrap the result in
+    /// `core::mem::ManuallyDrop` and never drop it.)
+    pub unsafe fn from_raw(raw: NonNull<()>) -> Self {
+        Sender {
+            // SAFETY: the caller's contract: a pointer from `Arc::into_raw`
+            // of a `Shared<T>`, whose reference we take back.
+            shared: unsafe { Arc::from_raw(raw.as_ptr().cast::<Shared<T>>().cast_const()) },
+            generation: 0,
+        }
+    }
+
     /// Pushes `value`, or hands it back if the queue is closed or has been
     /// reset since this sender was made.
     ///
@@ -809,40 +927,24 @@ impl<T> Receiver<T> {
     /// Creates an open, empty queue of generation 0 and returns its
     /// receiver; senders come from [`Receiver::sender`].
     pub fn new() -> Self {
-        let shared = Arc::new(Shared {
-            tail: AtomicU64::new(u64::from(INITIAL_INDEX) << 32),
-            _tail_line: [0; TAIL_PAD],
-            push_line: PushLine {
-                status: AtomicU32::new(0),
-                hint: AtomicPtr::new(ptr::null_mut()),
-            },
-            _push_line: [0; PUSH_LINE_PAD],
-            consumer_index: AtomicU32::new(INITIAL_INDEX),
-            orphan: UnsafeCell::new(None),
-            _consumer_line: [0; CONSUMER_PAD],
-            first: Block::new(INITIAL_INDEX),
-            _owns: PhantomData,
-        });
+        Self::attach(Shared::new(true))
+    }
+
+    /// The receiver of a queue that has none yet, starting where the queue
+    /// started (its first block, the initial index).
+    fn attach(shared: Arc<Shared<T>>) -> Self {
         let block = NonNull::from(&shared.first);
-        // Relaxed: no sender exists yet; each is made from this receiver
-        // after this store, and reaches another thread only through a
-        // hand-off that synchronizes (the `Arc` clone is on our thread).
-        shared
-            .push_line
-            .hint
-            .store(block.as_ptr(), Ordering::Relaxed);
         Receiver {
-            shared,
             head: block,
             head_start: INITIAL_INDEX,
-            // SAFETY: just allocated, not shared yet.
-            head_lap: unsafe { block.as_ref() }.lap(),
+            head_lap: shared.first.lap(),
             free_head: block,
             spare_tail: None,
             spare_slots: MIN_SPARE_SLOTS,
             index: INITIAL_INDEX,
             generation: 0,
             closed_at: None,
+            shared,
         }
     }
 

@@ -247,3 +247,75 @@ fn zero_sized_values_are_counted() {
     assert_eq!(rx.drain_into(&mut out), 1_000);
     assert_eq!(out.len(), 1_000);
 }
+
+#[test]
+fn a_queue_made_without_its_receiver_hands_it_out_once() {
+    let tx = Sender::without_receiver();
+    let other = tx.clone();
+    for i in 0..20u32 {
+        tx.push(i).unwrap();
+    }
+    let mut rx = other.take_receiver().expect("the first take");
+    assert!(tx.take_receiver().is_none(), "a second receiver");
+    assert!(other.take_receiver().is_none(), "a second receiver");
+    let mut out = Vec::new();
+    rx.drain_into(&mut out);
+    assert_eq!(
+        out,
+        (0..20).collect::<Vec<_>>(),
+        "the receiver starts at the start"
+    );
+    rx.close();
+    assert!(tx.push(20).unwrap_err().is_closed());
+    // A queue made with its receiver has none to give.
+    let (tx, _rx) = channel::<u8>();
+    assert!(tx.take_receiver().is_none());
+}
+
+#[test]
+fn values_in_a_queue_whose_receiver_was_never_made_are_dropped_once() {
+    const N: usize = 100;
+    let drops = ledger(N);
+    let tx = Sender::without_receiver();
+    for id in 0..N {
+        tx.push(Tracked {
+            id,
+            ledger: Arc::clone(&drops),
+        })
+        .unwrap_or_else(|_| panic!("open"));
+    }
+    let copy = tx.clone();
+    drop(tx);
+    assert_eq!(
+        drops[0].load(Ordering::SeqCst),
+        0,
+        "dropped while a sender lives"
+    );
+    drop(copy);
+    assert_each_dropped_once(&drops);
+}
+
+#[test]
+fn a_sender_round_trips_through_its_raw_form() {
+    let (tx, mut rx) = channel::<u32>();
+    let raw = tx.clone().into_raw();
+    assert_eq!(raw.as_ptr() as usize % 8, 0, "the low three bits are free");
+    {
+        // SAFETY: from `into_raw` above; never dropped, so not taken back.
+        let borrowed = std::mem::ManuallyDrop::new(unsafe { Sender::<u32>::from_raw(raw) });
+        borrowed.push(1).unwrap();
+    }
+    // SAFETY: from `into_raw` above, taken back once.
+    let back = unsafe { Sender::<u32>::from_raw(raw) };
+    back.push(2).unwrap();
+    drop(back);
+    tx.push(3).unwrap();
+    let mut out = Vec::new();
+    rx.drain_into(&mut out);
+    assert_eq!(out, [1, 2, 3]);
+    // A later generation has no raw form.
+    rx.reset(&mut Vec::new());
+    let later = rx.sender();
+    let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| later.into_raw()));
+    assert!(refused.is_err(), "a generation-1 sender was turned raw");
+}

@@ -228,3 +228,42 @@ fn abandoned_claim_is_skipped_by_drain_and_reset() {
         assert_eq!(out, [2]);
     });
 }
+
+/// A queue made without its receiver: a producer pushes (across a block,
+/// so the list grows before any receiver exists) while two threads race to
+/// take the receiver, the winner draining. Exactly one receiver is made,
+/// and it sees every item once, in order, whenever it started.
+#[test]
+fn a_receiver_taken_while_a_producer_pushes_sees_everything_once() {
+    use stepsched_mpsc::Sender;
+    loom::model(|| {
+        let tx = Sender::<(u8, u8)>::without_receiver();
+        let producer = {
+            let tx = tx.clone();
+            thread::spawn(move || {
+                for i in 0..3 {
+                    tx.push((0, i)).unwrap();
+                }
+            })
+        };
+        let rival = {
+            let tx = tx.clone();
+            thread::spawn(move || {
+                tx.take_receiver().map(|mut rx| {
+                    let mut seen = Vec::new();
+                    rx.drain_into(&mut seen);
+                    (rx, seen)
+                })
+            })
+        };
+        let mine = tx.take_receiver().map(|rx| (rx, Vec::new()));
+        let theirs = rival.join().unwrap();
+        producer.join().unwrap();
+        let (mut rx, mut seen) = match (mine, theirs) {
+            (Some(won), None) | (None, Some(won)) => won,
+            _ => panic!("not exactly one receiver"),
+        };
+        rx.drain_into(&mut seen);
+        assert_exactly_once_in_order(&seen, 1, 3);
+    });
+}
