@@ -90,4 +90,4 @@ mod primitive;
 mod queue;
 
 pub use error::PushError;
-pub use queue::{Generation, RECEIVER_DRAIN_OFFSET, Receiver, Sender, channel};
+pub use queue::{Generation, Receiver, Sender, channel};

@@ -254,17 +254,10 @@ const LINE: usize = 64;
 const TAIL_PAD: usize = LINE.saturating_sub(size_of::<AtomicU64>());
 /// Padding after the push line.
 const PUSH_LINE_PAD: usize = LINE.saturating_sub(size_of::<PushLine<()>>());
-/// Padding after the consumer's fields, before the first block.
-const CONSUMER_PAD: usize = LINE.saturating_sub(size_of::<ConsumerFields>());
-
-/// The consumer's fields of [`Shared`] as laid out there, to size
-/// [`CONSUMER_PAD`].
-#[repr(C)]
-struct ConsumerFields(
-    AtomicU32,
-    UnsafeCell<Option<(NonNull<()>, u32)>>,
-    AtomicBool,
-);
+/// Padding after the consumer's state, before the first block: the
+/// block's header, which every push reads, starts a line past the start
+/// of the state's last field (at most 8 bytes).
+const CONSUMER_PAD: usize = LINE - 8;
 
 /// The state shared by the senders and the receiver, in three groups
 /// `LINE` bytes apart (see [`LINE`]), then the queue's first block: a queue
@@ -294,6 +287,11 @@ struct Shared<T> {
     /// Whether the receiver was made: at once by [`Receiver::new`], or
     /// later, once, by [`Sender::take_receiver`].
     receiver_made: AtomicBool,
+    /// The consumer's state: only the unique receiver touches it (through
+    /// `&mut self`, or `&self` for the read-only methods). Here rather than
+    /// in the receiver, so that the receiver is one pointer and an owner
+    /// can keep it, like a sender, in one word.
+    consumer: UnsafeCell<Consumer<T>>,
     _consumer_line: [u8; CONSUMER_PAD],
     /// The first block, owned by this allocation: linked, released and
     /// recycled like any other, never freed on its own (see
@@ -329,18 +327,44 @@ impl<T> Shared<T> {
             consumer_index: AtomicU32::new(INITIAL_INDEX),
             orphan: UnsafeCell::new(None),
             receiver_made: AtomicBool::new(receiver_made),
+            consumer: UnsafeCell::new(Consumer {
+                // Both pointers are set below, once the queue has its place.
+                shared: SharedRef(NonNull::dangling()),
+                head: NonNull::dangling(),
+                free_head: NonNull::dangling(),
+                head_start: INITIAL_INDEX,
+                head_lap: 1,
+                spare_tail: None,
+                spare_slots: MIN_SPARE_SLOTS,
+                index: INITIAL_INDEX,
+                generation: 0,
+                closed_at: None,
+            }),
             _consumer_line: [0; CONSUMER_PAD],
             first: Block::new(INITIAL_INDEX),
             _owns: PhantomData,
         });
+        let first = NonNull::from(&shared.first);
+        debug_assert_eq!(shared.first.lap(), 1);
+        // SAFETY: no handle exists yet: the state is ours alone.
+        let consumer = unsafe { &mut *shared.consumer_ptr() };
+        consumer.shared = SharedRef(NonNull::from(&*shared));
+        consumer.head = first;
+        consumer.free_head = first;
         // Relaxed: no handle exists yet; each is made from this `Arc` after
         // this store, and reaches another thread only through a hand-off
         // that synchronizes.
         shared
             .push_line
             .hint
-            .store(NonNull::from(&shared.first).as_ptr(), Ordering::Relaxed);
+            .store(first.as_ptr(), Ordering::Relaxed);
         shared
+    }
+
+    /// The consumer's state (see `consumer`): for the receiver only.
+    #[inline(always)]
+    fn consumer_ptr(&self) -> *mut Consumer<T> {
+        self.consumer.with_mut(|p| p)
     }
 
     /// The generation and `CLOSED` bit, as of a recent close or reopen.
@@ -872,19 +896,26 @@ impl<T> Sink<T> for Discard {
 /// fn shared_between_threads<T: Sync>() {}
 /// shared_between_threads::<stepsched_mpsc::Receiver<u32>>();
 /// ```
-#[repr(C)]
 pub struct Receiver<T> {
-    // The fields no drain writes come first (see `RECEIVER_DRAIN_OFFSET`):
-    // an owner that embeds the receiver can keep what its producers read
-    // that many bytes closer to it without sharing a cache line with the
-    // drain's writes.
+    /// The queue; the consumer's state lives in it ([`Shared::consumer`]),
+    /// so the receiver is one pointer and the queue one allocation.
     shared: Arc<Shared<T>>,
+    /// Not `Sync`: the consumer state is reached through a shared `Arc`.
+    _not_sync: PhantomData<*mut ()>,
+}
+
+/// What only the consumer reads and writes: where it is in the list and
+/// what it has decided. Kept in the queue's shared state, on the
+/// consumer's lines (see [`Shared`]), and reached through the unique
+/// [`Receiver`].
+struct Consumer<T> {
+    /// The queue this state belongs to (it lives inside it).
+    shared: SharedRef<T>,
     /// The index at which this receiver closed the queue, while closed.
     closed_at: Option<u32>,
     generation: u32,
     /// Spare slots to keep: the most slots one drain has taken since the
-    /// last reset, at least [`MIN_SPARE_SLOTS`]. The first field a drain
-    /// may write, and rarely does.
+    /// last reset, at least [`MIN_SPARE_SLOTS`].
     spare_slots: u32,
     /// The block holding `index`, or the one before it (when `index` has
     /// just moved past the end of `head` and the next block is not linked).
@@ -903,17 +934,22 @@ pub struct Receiver<T> {
     head_lap: u8,
 }
 
-/// How many bytes at the start of a [`Receiver`] a drain never writes:
-/// every field that [`Receiver::drain_into`] and its kin write is at least
-/// this far in (the ones before change only at reset and close). For a
-/// type that embeds a receiver beside what its producers read, as a
-/// scheduler's per-process event queue does, to keep the two off one cache
-/// line with less padding.
-#[doc(hidden)]
-pub const RECEIVER_DRAIN_OFFSET: usize = core::mem::offset_of!(Receiver<()>, spare_slots);
+/// A pointer from the consumer's state to the queue that holds it.
+struct SharedRef<T>(NonNull<Shared<T>>);
 
-// SAFETY: the receiver owns the consumer side outright (its raw pointers
-// point into blocks only the consumer recycles); moving it to another thread
+impl<T> core::ops::Deref for SharedRef<T> {
+    type Target = Shared<T>;
+
+    #[inline(always)]
+    fn deref(&self) -> &Shared<T> {
+        // SAFETY: the state lives inside the queue it points to, so the
+        // queue outlives every use of the pointer.
+        unsafe { self.0.as_ref() }
+    }
+}
+
+// SAFETY: the receiver owns the consumer side outright (the consumer state
+// and the blocks only the consumer recycles); moving it to another thread
 // moves that ownership. Values it takes out cross threads, hence `T: Send`.
 unsafe impl<T: Send> Send for Receiver<T> {}
 
@@ -930,40 +966,58 @@ impl<T> Receiver<T> {
         Self::attach(Shared::new(true))
     }
 
-    /// The receiver of a queue that has none yet, starting where the queue
-    /// started (its first block, the initial index).
+    /// The receiver of a queue whose receiver is made now (the consumer's
+    /// state was set up with the queue).
     fn attach(shared: Arc<Shared<T>>) -> Self {
-        let block = NonNull::from(&shared.first);
         Receiver {
-            head: block,
-            head_start: INITIAL_INDEX,
-            head_lap: shared.first.lap(),
-            free_head: block,
-            spare_tail: None,
-            spare_slots: MIN_SPARE_SLOTS,
-            index: INITIAL_INDEX,
-            generation: 0,
-            closed_at: None,
             shared,
+            _not_sync: PhantomData,
         }
+    }
+
+    /// The receiver as a raw pointer to its queue, like
+    /// [`Sender::into_raw`] (the same address as any sender's raw form):
+    /// for an owner that keeps the queue, both ends, in one atomic word.
+    /// [`from_raw`](Self::from_raw) takes the receiver back.
+    pub fn into_raw(self) -> NonNull<()> {
+        let this = core::mem::ManuallyDrop::new(self);
+        // SAFETY: `this` is never dropped, so its reference to the queue
+        // moves into the pointer.
+        let shared = unsafe { ptr::read(&this.shared) };
+        NonNull::new(Arc::into_raw(shared).cast_mut().cast()).expect("an Arc is not null")
+    }
+
+    /// The receiver, from [`into_raw`](Self::into_raw).
+    ///
+    /// # Safety
+    ///
+    /// `raw` came from `Receiver::<T>::into_raw` (the same `T`), and each
+    /// such pointer is taken back at most once. To borrow the receiver
+    /// without taking it back, wrap the result in `core::mem::ManuallyDrop`
+    /// and never drop it; a borrowed receiver must then be the only one in
+    /// use (there is one receiver per queue).
+    pub unsafe fn from_raw(raw: NonNull<()>) -> Self {
+        // SAFETY: the caller's contract: a pointer from `Arc::into_raw` of a
+        // `Shared<T>`, whose reference we take back.
+        Self::attach(unsafe { Arc::from_raw(raw.as_ptr().cast::<Shared<T>>().cast_const()) })
     }
 
     /// A sender bound to the current generation.
     pub fn sender(&self) -> Sender<T> {
         Sender {
             shared: Arc::clone(&self.shared),
-            generation: self.generation,
+            generation: self.consumer().generation,
         }
     }
 
     /// The current generation.
     pub fn generation(&self) -> Generation {
-        Generation(self.generation)
+        self.consumer().generation()
     }
 
     /// Whether this receiver has closed the queue (until the next reset).
     pub fn is_closed(&self) -> bool {
-        self.closed_at.is_some()
+        self.consumer().is_closed()
     }
 
     /// Whether [`drain_into`](Self::drain_into) would return at least one
@@ -974,6 +1028,136 @@ impl<T> Receiver<T> {
     /// progress is not reported (nor drained) until that push completes.
     #[inline]
     pub fn has_events(&self) -> bool {
+        self.consumer().has_events()
+    }
+
+    /// `!has_events()`.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.consumer().is_empty()
+    }
+
+    /// Moves every value pushed so far into `out` (appending, so the
+    /// caller's buffer and its capacity are reused), in claim order, which
+    /// keeps each producer's push order. Returns how many were moved.
+    ///
+    /// It stops at the first push that has claimed its place but not yet
+    /// finished writing; that value and the ones after it are returned by a
+    /// later call once the push completes.
+    ///
+    /// ```
+    /// let (tx, mut rx) = stepsched_mpsc::channel();
+    /// let mut buf = Vec::with_capacity(64);
+    /// for i in 0..3 {
+    ///     tx.push(i).unwrap();
+    /// }
+    /// assert_eq!(rx.drain_into(&mut buf), 3);
+    /// assert_eq!(buf, [0, 1, 2]);
+    /// buf.clear(); // capacity kept for the next drain
+    /// assert_eq!(rx.drain_into(&mut buf), 0);
+    /// ```
+    pub fn drain_into(&mut self, out: &mut Vec<T>) -> usize {
+        self.consumer_mut().drain_into(out)
+    }
+
+    /// Like [`drain_into`](Self::drain_into), but moves at most `max`
+    /// values; the rest stay queued for a later call. Returns how many were
+    /// moved: fewer than `max` means the queue held no more ready values
+    /// when the drain stopped.
+    ///
+    /// A consumer that handles events in bounded batches uses it to bound
+    /// both the buffer and the time until it looks elsewhere.
+    ///
+    /// ```
+    /// let (tx, mut rx) = stepsched_mpsc::channel();
+    /// for i in 0..5 {
+    ///     tx.push(i).unwrap();
+    /// }
+    /// let mut buf = Vec::new();
+    /// assert_eq!(rx.drain_up_to(&mut buf, 3), 3);
+    /// assert_eq!(buf, [0, 1, 2]);
+    /// assert_eq!(rx.drain_up_to(&mut buf, 3), 2);
+    /// assert_eq!(buf, [0, 1, 2, 3, 4]);
+    /// ```
+    pub fn drain_up_to(&mut self, out: &mut Vec<T>, max: usize) -> usize {
+        self.consumer_mut().drain_up_to(out, max)
+    }
+
+    /// Closes the queue: every later push of this generation is refused with
+    /// [`PushError::Closed`] (its value handed back). Values pushed before
+    /// the close stay in the queue and can still be drained. Idempotent.
+    ///
+    /// A push racing `close` is either accepted (and drained later) or
+    /// refused with its value handed back; it is never lost.
+    pub fn close(&mut self) {
+        self.consumer_mut().close()
+    }
+
+    /// Ends the current generation and reopens the queue for the next one.
+    ///
+    /// Closes the queue if it is open, waits for the pushes accepted before
+    /// the close that are still writing (each is a few of its own
+    /// instructions from done), moves every value of the ending generation
+    /// into `leftovers`, then bumps the generation and reopens. Returns the
+    /// new generation; get senders for it from [`Receiver::sender`].
+    ///
+    /// A push with an older generation that races the reset is either
+    /// accepted before the close and then returned in `leftovers`, or
+    /// refused with its value handed back; it is never drained in the new
+    /// generation.
+    ///
+    /// ```
+    /// use stepsched_mpsc::{channel, PushError};
+    ///
+    /// let (old, mut rx) = channel();
+    /// old.push('a').unwrap();
+    /// let mut leftovers = Vec::new();
+    /// let g = rx.reset(&mut leftovers);
+    /// assert_eq!(leftovers, ['a']);
+    /// assert_eq!(g.get(), 1);
+    /// assert_eq!(old.push('b'), Err(PushError::StaleGeneration('b')));
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If called from the `make` closure of an accepted
+    /// [`Sender::push_with`] into this same queue (directly or from a
+    /// nested push's `make`): that push would never finish while the reset
+    /// waits for it, so the reset panics instead, before closing or taking
+    /// anything. The panic unwinds through `make`, which leaves that push's
+    /// slot empty (see [`Sender::push_with`]).
+    pub fn reset(&mut self, leftovers: &mut Vec<T>) -> Generation {
+        self.consumer_mut().reset(leftovers)
+    }
+
+    /// The consumer's state, read.
+    #[inline(always)]
+    fn consumer(&self) -> &Consumer<T> {
+        // SAFETY: only the unique receiver reaches the state (it is not
+        // `Sync`, and a `&mut self` method never runs beside this borrow).
+        unsafe { &*self.shared.consumer_ptr() }
+    }
+
+    /// The consumer's state, for a method that takes values out.
+    #[inline(always)]
+    fn consumer_mut(&mut self) -> &mut Consumer<T> {
+        // SAFETY: as in `consumer`, and `&mut self` excludes every other
+        // borrow of it.
+        unsafe { &mut *self.shared.consumer_ptr() }
+    }
+}
+
+impl<T> Consumer<T> {
+    fn generation(&self) -> Generation {
+        Generation(self.generation)
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed_at.is_some()
+    }
+
+    #[inline]
+    fn has_events(&self) -> bool {
         let offset = self.index & OFFSET_MASK;
         let (ready, tomb) = if self.head_start == start_of(self.index) {
             // The common case: one load, the slot's state.
@@ -998,9 +1182,8 @@ impl<T> Receiver<T> {
         }
     }
 
-    /// `!has_events()`.
     #[inline]
-    pub fn is_empty(&self) -> bool {
+    fn is_empty(&self) -> bool {
         !self.has_events()
     }
 
@@ -1032,49 +1215,11 @@ impl<T> Receiver<T> {
         }
     }
 
-    /// Moves every value pushed so far into `out` (appending, so the
-    /// caller's buffer and its capacity are reused), in claim order, which
-    /// keeps each producer's push order. Returns how many were moved.
-    ///
-    /// It stops at the first push that has claimed its place but not yet
-    /// finished writing; that value and the ones after it are returned by a
-    /// later call once the push completes.
-    ///
-    /// ```
-    /// let (tx, mut rx) = stepsched_mpsc::channel();
-    /// let mut buf = Vec::with_capacity(64);
-    /// for i in 0..3 {
-    ///     tx.push(i).unwrap();
-    /// }
-    /// assert_eq!(rx.drain_into(&mut buf), 3);
-    /// assert_eq!(buf, [0, 1, 2]);
-    /// buf.clear(); // capacity kept for the next drain
-    /// assert_eq!(rx.drain_into(&mut buf), 0);
-    /// ```
-    pub fn drain_into(&mut self, out: &mut Vec<T>) -> usize {
+    fn drain_into(&mut self, out: &mut Vec<T>) -> usize {
         self.drain_to(out, u32::MAX)
     }
 
-    /// Like [`drain_into`](Self::drain_into), but moves at most `max`
-    /// values; the rest stay queued for a later call. Returns how many were
-    /// moved: fewer than `max` means the queue held no more ready values
-    /// when the drain stopped.
-    ///
-    /// A consumer that handles events in bounded batches uses it to bound
-    /// both the buffer and the time until it looks elsewhere.
-    ///
-    /// ```
-    /// let (tx, mut rx) = stepsched_mpsc::channel();
-    /// for i in 0..5 {
-    ///     tx.push(i).unwrap();
-    /// }
-    /// let mut buf = Vec::new();
-    /// assert_eq!(rx.drain_up_to(&mut buf, 3), 3);
-    /// assert_eq!(buf, [0, 1, 2]);
-    /// assert_eq!(rx.drain_up_to(&mut buf, 3), 2);
-    /// assert_eq!(buf, [0, 1, 2, 3, 4]);
-    /// ```
-    pub fn drain_up_to(&mut self, out: &mut Vec<T>, max: usize) -> usize {
+    fn drain_up_to(&mut self, out: &mut Vec<T>, max: usize) -> usize {
         self.drain_to(out, u32::try_from(max).unwrap_or(u32::MAX))
     }
 
@@ -1215,13 +1360,7 @@ impl<T> Receiver<T> {
         }
     }
 
-    /// Closes the queue: every later push of this generation is refused with
-    /// [`PushError::Closed`] (its value handed back). Values pushed before
-    /// the close stay in the queue and can still be drained. Idempotent.
-    ///
-    /// A push racing `close` is either accepted (and drained later) or
-    /// refused with its value handed back; it is never lost.
-    pub fn close(&mut self) {
+    fn close(&mut self) {
         self.close_index();
     }
 
@@ -1240,41 +1379,8 @@ impl<T> Receiver<T> {
         at
     }
 
-    /// Ends the current generation and reopens the queue for the next one.
-    ///
-    /// Closes the queue if it is open, waits for the pushes accepted before
-    /// the close that are still writing (each is a few of its own
-    /// instructions from done), moves every value of the ending generation
-    /// into `leftovers`, then bumps the generation and reopens. Returns the
-    /// new generation; get senders for it from [`Receiver::sender`].
-    ///
-    /// A push with an older generation that races the reset is either
-    /// accepted before the close and then returned in `leftovers`, or
-    /// refused with its value handed back; it is never drained in the new
-    /// generation.
-    ///
-    /// ```
-    /// use stepsched_mpsc::{channel, PushError};
-    ///
-    /// let (old, mut rx) = channel();
-    /// old.push('a').unwrap();
-    /// let mut leftovers = Vec::new();
-    /// let g = rx.reset(&mut leftovers);
-    /// assert_eq!(leftovers, ['a']);
-    /// assert_eq!(g.get(), 1);
-    /// assert_eq!(old.push('b'), Err(PushError::StaleGeneration('b')));
-    /// ```
-    ///
-    /// # Panics
-    ///
-    /// If called from the `make` closure of an accepted
-    /// [`Sender::push_with`] into this same queue (directly or from a
-    /// nested push's `make`): that push would never finish while the reset
-    /// waits for it, so the reset panics instead, before closing or taking
-    /// anything. The panic unwinds through `make`, which leaves that push's
-    /// slot empty (see [`Sender::push_with`]).
-    pub fn reset(&mut self, leftovers: &mut Vec<T>) -> Generation {
-        if Making::is_running_for(Arc::as_ptr(&self.shared).cast()) {
+    fn reset(&mut self, leftovers: &mut Vec<T>) -> Generation {
+        if Making::is_running_for(self.shared.0.as_ptr().cast_const().cast()) {
             reset_inside_make();
         }
         let closed_at = self.close_index();
@@ -1332,11 +1438,14 @@ impl<T> Drop for Receiver<T> {
 
         impl<T> Drop for Handover<'_, T> {
             fn drop(&mut self) {
-                let rx = &mut *self.0;
-                let state = (rx.free_head, rx.index);
+                let consumer = self.0.consumer_mut();
+                let state = (consumer.free_head, consumer.index);
                 // SAFETY: only the unique receiver writes `orphan`, once,
                 // here; `Shared::drop` reads it after the last `Arc` is gone.
-                rx.shared.orphan.with_mut(|p| unsafe { *p = Some(state) });
+                self.0
+                    .shared
+                    .orphan
+                    .with_mut(|p| unsafe { *p = Some(state) });
             }
         }
 
@@ -1344,14 +1453,14 @@ impl<T> Drop for Receiver<T> {
         let handover = Handover(self);
         // Values already pushed are dropped now rather than when the last
         // sender goes; pushes still in progress are dropped by `Shared`.
-        handover.0.drain_to(&mut Discard, u32::MAX);
+        handover.0.consumer_mut().drain_to(&mut Discard, u32::MAX);
     }
 }
 
 impl<T> fmt::Debug for Receiver<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Receiver")
-            .field("generation", &self.generation)
+            .field("generation", &self.consumer().generation)
             .field("closed", &self.is_closed())
             .field("has_events", &self.has_events())
             .finish()
@@ -1371,36 +1480,20 @@ mod tests {
         type S = Shared<u64>;
         assert!(offset_of!(S, push_line) - offset_of!(S, tail) >= LINE);
         assert!(offset_of!(S, consumer_index) - offset_of!(S, push_line) >= LINE);
-        assert!(offset_of!(S, first) - offset_of!(S, consumer_index) >= LINE);
+        let consumer_end = offset_of!(S, consumer) + size_of::<UnsafeCell<Consumer<u64>>>();
+        assert!(offset_of!(S, first) + 8 - consumer_end >= LINE);
         assert!(align_of::<S>() <= 16, "Shared is over-aligned");
         assert!(align_of::<Block<u64>>() <= 16, "Block is over-aligned");
         assert!(
-            offset_of!(S, first) <= 3 * LINE,
+            offset_of!(S, first) <= 5 * LINE,
             "Shared's fields before the first block grew: {}",
             offset_of!(S, first)
         );
-    }
-
-    /// `RECEIVER_DRAIN_OFFSET` holds: every field a drain writes starts at
-    /// least that far into the receiver.
-    #[test]
-    fn a_drain_writes_nothing_before_the_drain_offset() {
-        use core::mem::offset_of;
-        type R = Receiver<u64>;
-        for (name, offset) in [
-            ("spare_slots", offset_of!(R, spare_slots)),
-            ("head", offset_of!(R, head)),
-            ("free_head", offset_of!(R, free_head)),
-            ("spare_tail", offset_of!(R, spare_tail)),
-            ("head_start", offset_of!(R, head_start)),
-            ("index", offset_of!(R, index)),
-            ("head_lap", offset_of!(R, head_lap)),
-        ] {
-            assert!(
-                offset >= RECEIVER_DRAIN_OFFSET,
-                "{name} at {offset} is before RECEIVER_DRAIN_OFFSET"
-            );
-        }
+        assert_eq!(
+            size_of::<Receiver<u64>>(),
+            size_of::<usize>(),
+            "a receiver is one pointer"
+        );
     }
 
     /// Refused claims (a push that passed the pre-check but lost the race

@@ -319,3 +319,30 @@ fn a_sender_round_trips_through_its_raw_form() {
     let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| later.into_raw()));
     assert!(refused.is_err(), "a generation-1 sender was turned raw");
 }
+
+#[test]
+fn a_receiver_round_trips_through_its_raw_form() {
+    let (tx, rx) = channel::<u32>();
+    let raw = rx.into_raw();
+    assert_eq!(raw, tx.clone().into_raw(), "one address for both ends");
+    // SAFETY: the sender's raw form just made; taken back once.
+    drop(unsafe { Sender::<u32>::from_raw(raw) });
+    tx.push(1).unwrap();
+    let mut out = Vec::new();
+    {
+        // SAFETY: from `into_raw` above; never dropped, so not taken back,
+        // and the only receiver in use.
+        let mut borrowed = std::mem::ManuallyDrop::new(unsafe { Receiver::<u32>::from_raw(raw) });
+        borrowed.drain_into(&mut out);
+    }
+    tx.push(2).unwrap();
+    // SAFETY: from `into_raw` above, taken back once.
+    let mut rx = unsafe { Receiver::<u32>::from_raw(raw) };
+    rx.drain_into(&mut out);
+    assert_eq!(out, [1, 2], "the state is the queue's, not the handle's");
+    drop(rx);
+    assert!(
+        tx.push(3).unwrap_err().is_closed(),
+        "dropping the receiver closes"
+    );
+}

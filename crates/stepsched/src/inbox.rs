@@ -10,150 +10,151 @@
 //! before each push would say so, but that word is written by the worker at
 //! every transition: for a sender on another core the read is a cache miss,
 //! and the wake that follows the push must then take the line back for its
-//! read-modify-write. So the refusal is decided here instead, on data every
-//! push reads anyway: the cell's pointer and the queue's `sealed` flag,
-//! which sit beside the producers' end of the queue and are written once.
+//! read-modify-write. So the refusal is decided here instead, on the one
+//! word every push reads anyway to find the queue, which is written at
+//! most three times (the queue installed, the receiver taken, the seal).
 //!
 //! # Protocol
 //!
-//! The cell is one `AtomicPtr`: null (no event yet), [`SEALED`] (the process
-//! completed before any event), or the queue. Whoever completes the process —
-//! the worker whose step ended it, or the forcer (`terminate`, shutdown) —
-//! calls [`Inbox::seal`] *before* its transition to Complete: a CAS from null
-//! to `SEALED`, or, if the queue exists, a swap of its `sealed` flag. The
-//! seal tells its caller whether it came first, and the first sealer
-//! decides the outcome: a forcer that finds the queue sealed by the
-//! worker whose step ended the process gives way (`terminate` answers
+//! The cell is one word: null (no event yet), or the queue (the raw form of
+//! an [`mpsc::Sender`], which keeps the queue alive), with two tag bits:
+//! [`SEALED`], set once the process is sealed (alone if no event ever
+//! came), and [`TAKEN`] (below). Whoever completes the process — the
+//! worker whose step ended it, or the forcer (`terminate`, shutdown) —
+//! calls [`Inbox::seal`] *before* its transition to Complete: it sets the
+//! bit, and the caller that found it clear sealed first. The first sealer
+//! decides the outcome: a forcer that finds the process sealed by the
+//! worker whose step ended it gives way (`terminate` answers
 //! `AlreadyComplete` and the step's result stands), so a process that
-//! refused a send is complete for everyone, with one result. A
-//! sender loads the pointer: `SEALED` or a sealed queue refuses; null makes
-//! a queue and installs it by a CAS from null, which fails with `SEALED` if
-//! the seal came first (the sender frees its queue and refuses) and
-//! otherwise races the seal's CAS on the same word, so the seal sees the
-//! queue and flags it. A sender ordered after the transition to Complete is
-//! ordered after the seal (the transition is a Release RMW, its observer
-//! reads with Acquire), so by coherence it reads `SEALED` or the flag set.
+//! refused a send is complete for everyone, with one result. A sender
+//! loads the word: `SEALED` refuses; null makes a queue and installs it by
+//! a CAS from null, which fails if the seal or another sender came first
+//! (the sender frees its queue, and refuses or uses the one it found);
+//! otherwise it pushes into the queue. Every write of the word is a
+//! read-modify-write, so the install, the seals and the owner's `TAKEN`
+//! are totally ordered on it. A sender ordered after the transition to
+//! Complete is ordered after the seal (the transition is a Release RMW,
+//! its observer reads with Acquire), so by coherence it reads the bit set.
 //! A send racing the completion may still be accepted; its event is then
 //! dropped with the queue at close, as the facade documents.
+//!
+//! # One allocation, one pointer
+//!
+//! Both ends of the queue are one pointer each, to the same address (the
+//! mpsc queue keeps its consumer's state and its first block inside its
+//! one allocation), so the word holds them both: the sender's reference
+//! from the install on, and the receiver's once the owner of the process
+//! has taken it from the queue ([`mpsc::Sender::take_receiver`]) at its
+//! first drain, which [`TAKEN`] records. A send reaches the queue through
+//! the one pointer it reads from the slot; the slot holds nothing else for
+//! the queue, so a process that never receives pays one word for it. Per
+//! process that receives, that is one allocation and one free where a box
+//! holding both ends and the queue behind it made two: for a short-lived
+//! process made on one thread and ended on another, the allocator's
+//! cross-thread free is much of its cost.
 
-use std::ptr;
+use core::marker::PhantomData;
+use core::mem::ManuallyDrop;
+use core::ops::{Deref, DerefMut};
+use core::ptr::{self, NonNull};
 
 use stepsched_mpsc as mpsc;
 
-use crate::primitive::cell::UnsafeCell;
-use crate::primitive::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+use crate::primitive::sync::atomic::{AtomicPtr, Ordering};
 
-/// The cell's value once the process completed without ever getting an
-/// event: never the address of a queue (those are aligned to at least 8).
+/// The bit of the word that seals it (queues are aligned to at least 8).
 const SEALED: usize = 1;
+/// The bit the owner sets once it has moved the receiver into its cell.
+const TAKEN: usize = 2;
+/// The word's tag bits.
+const TAGS: usize = SEALED | TAKEN;
 
-/// A process's event queue: producers push through `sender`; only the
-/// owner of the process (see the `slot` module) drains `receiver`.
-///
-/// `repr(C)`: what every send reads (`sender`, `sealed`) comes first, and
-/// `_gap` keeps the receiver's fields that a drain writes (from
-/// [`mpsc::RECEIVER_DRAIN_OFFSET`] into it) 64 bytes past them, so that on
-/// no address of the allocation do they share a cache line: a drain does
-/// not take from its senders the line they read at every send.
-#[repr(C)]
-pub(crate) struct EventQueue<E> {
-    pub(crate) sender: mpsc::Sender<E>,
-    /// Set by [`Inbox::seal`]; read by every send, beside `sender`.
-    sealed: AtomicBool,
-    _gap: [u8; GAP],
-    pub(crate) receiver: UnsafeCell<mpsc::Receiver<E>>,
-}
-
-impl<E> EventQueue<E> {
-    fn new() -> Self {
-        let receiver = mpsc::Receiver::new();
-        EventQueue {
-            sender: receiver.sender(),
-            sealed: AtomicBool::new(false),
-            _gap: [0; GAP],
-            receiver: UnsafeCell::new(receiver),
-        }
-    }
-}
-
-/// Where what a send reads ends: `sender`, then the one byte of `sealed`
-/// (the sender's size does not depend on the value type).
-const SEND_READS_END: usize = size_of::<mpsc::Sender<()>>() + 1;
-
-/// Bytes of padding after `sealed` (see [`EventQueue`]): the first byte the
-/// drain writes must be 64 bytes past the last byte a send reads, and the
-/// receiver's first `RECEIVER_DRAIN_OFFSET` bytes count towards that.
-const GAP: usize = (SEND_READS_END - 1 + 64)
-    .saturating_sub(mpsc::RECEIVER_DRAIN_OFFSET)
-    .saturating_sub(SEND_READS_END);
-
-/// The cell holding a process's [`EventQueue`] (see the module docs).
+/// The cell holding a process's event queue (see the module docs).
 pub(crate) struct Inbox<E> {
-    ptr: AtomicPtr<EventQueue<E>>,
+    word: AtomicPtr<()>,
+    /// The word owns a sender's reference to the queue.
+    _queue: PhantomData<mpsc::Sender<E>>,
+}
+
+/// A process's event queue, borrowed from its [`Inbox`]: the producers'
+/// handle, without a reference count of its own.
+pub(crate) struct Queue<'a, E> {
+    sender: ManuallyDrop<mpsc::Sender<E>>,
+    _inbox: PhantomData<&'a Inbox<E>>,
+}
+
+impl<E> Deref for Queue<'_, E> {
+    type Target = mpsc::Sender<E>;
+
+    #[inline(always)]
+    fn deref(&self) -> &mpsc::Sender<E> {
+        &self.sender
+    }
 }
 
 impl<E> Inbox<E> {
     pub(crate) fn new() -> Self {
         Inbox {
-            ptr: AtomicPtr::new(ptr::null_mut()),
+            word: AtomicPtr::new(ptr::null_mut()),
+            _queue: PhantomData,
         }
+    }
+
+    /// The queue behind `word` (tags cleared), borrowed for `self`'s life.
+    #[inline(always)]
+    fn borrow(&self, word: *mut ()) -> Option<Queue<'_, E>> {
+        let queue = NonNull::new(word.map_addr(|a| a & !TAGS))?;
+        Some(Queue {
+            // SAFETY: a queue in the word came from `Sender::into_raw` and
+            // is taken back only by `Drop`, which has `&mut self`; the
+            // `ManuallyDrop` never gives the reference back.
+            sender: ManuallyDrop::new(unsafe { mpsc::Sender::from_raw(queue) }),
+            _inbox: PhantomData,
+        })
     }
 
     /// The queue, if one was made: for the owner of the process (drain,
     /// close), whether or not it is sealed.
     #[inline]
-    pub(crate) fn get(&self) -> Option<&EventQueue<E>> {
+    pub(crate) fn get(&self) -> Option<Queue<'_, E>> {
         // Acquire: pairs with the creator's AcqRel install, so the queue's
         // construction happens before our use of it.
-        let p = self.ptr.load(Ordering::Acquire);
-        if p as usize == SEALED {
-            return None;
-        }
-        // SAFETY: a pointer other than null and `SEALED` was installed once
-        // from a `Box` and is freed only by `Drop`, which has `&mut self`.
-        unsafe { p.as_ref() }
+        self.borrow(self.word.load(Ordering::Acquire))
     }
 
     /// The queue to push into, made if this is the first event; `None` once
     /// the process is sealed (see the module docs).
     #[inline]
-    pub(crate) fn open(&self) -> Option<&EventQueue<E>> {
+    pub(crate) fn open(&self) -> Option<Queue<'_, E>> {
         // Acquire: as in `get`.
-        let p = self.ptr.load(Ordering::Acquire);
-        let queue = if p.is_null() {
-            self.make()?
-        } else if p as usize == SEALED {
-            return None;
+        let word = self.word.load(Ordering::Acquire);
+        if word.is_null() {
+            self.make()
+        } else if word.addr() & SEALED != 0 {
+            None
         } else {
-            // SAFETY: as in `get`.
-            unsafe { &*p }
-        };
-        // Relaxed: a sender ordered after the seal reads it by coherence
-        // (the module docs give the happens-before chain); a racing one may
-        // miss it, which is allowed.
-        (!queue.sealed.load(Ordering::Relaxed)).then_some(queue)
+            self.borrow(word)
+        }
     }
 
     /// Makes and installs the queue; `None` if the seal came first.
     #[cold]
-    fn make(&self) -> Option<&EventQueue<E>> {
-        let new = Box::into_raw(Box::new(EventQueue::new()));
+    fn make(&self) -> Option<Queue<'_, E>> {
+        let new = mpsc::Sender::<E>::without_receiver().into_raw().as_ptr();
         // AcqRel: Release publishes our construction; Acquire, on failure,
         // makes another creator's visible to us.
         match self
-            .ptr
+            .word
             .compare_exchange(ptr::null_mut(), new, Ordering::AcqRel, Ordering::Acquire)
         {
-            // SAFETY: installed; lives until `Drop` (see `get`).
-            Ok(_) => Some(unsafe { &*new }),
+            Ok(_) => self.borrow(new),
             Err(found) => {
-                // SAFETY: `new` is ours, never shared.
-                drop(unsafe { Box::from_raw(new) });
-                if found as usize == SEALED {
+                // SAFETY: `new` is ours, never shared; taken back once.
+                drop(unsafe { mpsc::Sender::<E>::from_raw(NonNull::new_unchecked(new)) });
+                if found.addr() & SEALED != 0 {
                     None
                 } else {
-                    // SAFETY: as in `get`.
-                    Some(unsafe { &*found })
+                    self.borrow(found)
                 }
             }
         }
@@ -168,30 +169,92 @@ impl<E> Inbox<E> {
     /// that succeeds over the step's own result, so a forcer that finds the
     /// process already sealed by its worker gives way.
     pub(crate) fn seal(&self) -> bool {
-        // Acquire on failure: makes the queue's construction visible before
-        // we write its flag. Relaxed on success: `SEALED` publishes nothing
-        // (the transition to Complete after us publishes the seal). The
-        // pointer changes at most once (null to `SEALED` or to the queue),
-        // so a CAS that fails reads that one value and every sealer takes
-        // the same branch: all race on the pointer's CAS, or all swap the
-        // flag. RMWs on one location are totally ordered: one winner.
-        match self.ptr.compare_exchange(
-            ptr::null_mut(),
-            SEALED as *mut EventQueue<E>,
-            Ordering::Relaxed,
-            Ordering::Acquire,
-        ) {
-            Ok(_) => true,
-            Err(found) if found as usize == SEALED => false,
-            Err(found) => {
-                // SAFETY: as in `get`.
-                let queue = unsafe { &*found };
-                // Relaxed: published by the transition to Complete that
-                // follows (module docs); the swap's atomicity alone decides
-                // the first sealer.
-                !queue.sealed.swap(true, Ordering::Relaxed)
+        // The seal publishes nothing of its own (the transition to Complete
+        // after it publishes the seal), and RMWs on one location are
+        // totally ordered: of all the sealers, exactly one finds the bit
+        // clear.
+        self.set(SEALED)
+    }
+
+    /// Sets `bit` in the word, keeping the rest; whether it was clear.
+    fn set(&self, bit: usize) -> bool {
+        // Relaxed (all three): the callers need only the RMW's atomicity
+        // (see `seal` and `receiver`).
+        let mut word = self.word.load(Ordering::Relaxed);
+        loop {
+            if word.addr() & bit != 0 {
+                return false;
+            }
+            match self.word.compare_exchange_weak(
+                word,
+                word.map_addr(|a| a | bit),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(found) => word = found,
             }
         }
+    }
+
+    /// The receiver, for the owner of the process (see the module docs):
+    /// taken from the queue the first time the owner asks after the queue
+    /// was made (its reference then joins the sender's in the word, and
+    /// [`TAKEN`] says so), borrowed from the word after that. `None` while
+    /// no queue was made.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns the process (see the `slot` module): no other
+    /// receiver of this queue is in use while the one returned is.
+    #[inline]
+    pub(crate) unsafe fn receiver(&self) -> Option<Drain<'_, E>> {
+        // Acquire: as in `get`. `TAKEN` was set by this owner or an earlier
+        // one, ordered before us by the state word's transitions.
+        let word = self.word.load(Ordering::Acquire);
+        let queue = NonNull::new(word.map_addr(|a| a & !TAGS))?;
+        if word.addr() & TAKEN == 0 {
+            // Only the owner takes the receiver, and it keeps it in the
+            // word: the take succeeds once, here.
+            let taken = self
+                .borrow(word)?
+                .take_receiver()
+                .expect("only the owner takes it");
+            // The receiver's reference now lives in the word, beside the
+            // sender's (the same address); `Drop` gives both back.
+            let raw = taken.into_raw();
+            debug_assert_eq!(raw, queue);
+            self.set(TAKEN);
+        }
+        Some(Drain {
+            // SAFETY: `TAKEN`: the word holds the receiver's reference,
+            // given back only by `Drop`; the caller's ownership makes this
+            // the only receiver in use.
+            receiver: ManuallyDrop::new(unsafe { mpsc::Receiver::from_raw(queue) }),
+            _inbox: PhantomData,
+        })
+    }
+}
+
+/// A process's receiver, borrowed by its owner from the [`Inbox`].
+pub(crate) struct Drain<'a, E> {
+    receiver: ManuallyDrop<mpsc::Receiver<E>>,
+    _inbox: PhantomData<&'a Inbox<E>>,
+}
+
+impl<E> Deref for Drain<'_, E> {
+    type Target = mpsc::Receiver<E>;
+
+    #[inline(always)]
+    fn deref(&self) -> &mpsc::Receiver<E> {
+        &self.receiver
+    }
+}
+
+impl<E> DerefMut for Drain<'_, E> {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut mpsc::Receiver<E> {
+        &mut self.receiver
     }
 }
 
@@ -200,10 +263,18 @@ impl<E> Drop for Inbox<E> {
         // A load rather than `get_mut`: under loom the last owner may drop
         // the cell on another thread through a std `Arc`, whose
         // synchronization loom cannot see. Acquire: as in `get`.
-        let p = self.ptr.load(Ordering::Acquire);
-        if !p.is_null() && p as usize != SEALED {
-            // SAFETY: installed from a `Box`, freed only here.
-            drop(unsafe { Box::from_raw(p) });
+        let word = self.word.load(Ordering::Acquire);
+        if let Some(queue) = NonNull::new(word.map_addr(|a| a & !TAGS)) {
+            if word.addr() & TAKEN != 0 {
+                // SAFETY: `TAKEN`: the receiver's reference, from
+                // `Receiver::into_raw`, taken back only here. Its drop
+                // closes the queue and drops the events left in it.
+                drop(unsafe { mpsc::Receiver::<E>::from_raw(queue) });
+            }
+            // SAFETY: installed from `Sender::into_raw`, taken back only
+            // here. Events still in a queue whose receiver was never taken
+            // are dropped with it.
+            drop(unsafe { mpsc::Sender::<E>::from_raw(queue) });
         }
     }
 }
@@ -211,20 +282,6 @@ impl<E> Drop for Inbox<E> {
 #[cfg(all(test, not(stepsched_loom)))]
 mod tests {
     use super::Inbox;
-
-    /// The layout [`EventQueue`] argues for, on this target.
-    #[test]
-    fn what_a_send_reads_is_a_line_before_what_a_drain_writes() {
-        use std::mem::offset_of;
-        type Q = super::EventQueue<u64>;
-        let read_end = offset_of!(Q, sealed) + 1;
-        assert_eq!(read_end, 17, "the sender and the flag moved");
-        let drain_writes = offset_of!(Q, receiver) + stepsched_mpsc::RECEIVER_DRAIN_OFFSET;
-        assert!(
-            drain_writes > read_end - 1 + 63,
-            "the drain's fields at {drain_writes} may share a line with a send's at {read_end}"
-        );
-    }
 
     #[test]
     fn a_seal_refuses_later_sends_whether_or_not_a_queue_was_made() {
@@ -239,15 +296,24 @@ mod tests {
         // Sealed after the first event: the owner still reaches the queue
         // (to close and drain it), senders do not.
         let used = Inbox::<u8>::new();
-        assert!(used.open().expect("open").sender.push(1).is_ok());
+        assert!(used.open().expect("open").push(1).is_ok());
         assert!(used.seal(), "the first seal");
         assert!(!used.seal(), "a second seal is not first");
         assert!(used.open().is_none());
-        let queue = used.get().expect("the owner's queue");
+        assert!(used.get().is_some(), "the owner's queue");
         let mut left = Vec::new();
-        // SAFETY: this test is the only user of the receiver.
-        unsafe { (*queue.receiver.get()).drain_into(&mut left) };
+        // SAFETY: this test owns the process.
+        unsafe { used.receiver() }
+            .expect("the owner's receiver")
+            .drain_into(&mut left);
         assert_eq!(left.len(), 1);
+        // SAFETY: as above.
+        let mut again = unsafe { used.receiver() }.expect("kept in the word");
+        assert!(!again.is_closed());
+        again.close();
+        // SAFETY: as above.
+        let none = unsafe { never.receiver() };
+        assert!(none.is_none(), "no queue, no receiver");
     }
 }
 
@@ -279,11 +345,7 @@ mod loom_tests {
             };
             let racer = {
                 let inbox = inbox.clone();
-                loom::thread::spawn(move || {
-                    inbox
-                        .open()
-                        .is_some_and(|queue| queue.sender.push(1).is_ok())
-                })
+                loom::thread::spawn(move || inbox.open().is_some_and(|queue| queue.push(1).is_ok()))
             };
             if done.load(Ordering::Acquire) {
                 assert!(
@@ -322,7 +384,7 @@ mod loom_tests {
                     loom::thread::spawn(move || inbox.seal())
                 })
                 .collect();
-            let _ = inbox.open().map(|queue| queue.sender.push(1));
+            let _ = inbox.open().map(|queue| queue.push(1));
             let first = sealers
                 .into_iter()
                 .map(|s| s.join().unwrap())

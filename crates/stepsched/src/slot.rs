@@ -61,7 +61,6 @@ use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::OnceLock;
 
-use stepsched_mpsc as mpsc;
 use stepsched_pool::Pool;
 use stepsched_process::{
     CancelToken, Context, Error, Event, ForceComplete, Phase, Process, StateCell, StepOutput, Wake,
@@ -69,7 +68,7 @@ use stepsched_process::{
 use stepsched_relay::{Pid, PidAllocator, RoutingTable};
 
 use crate::SchedProcess;
-use crate::inbox::Inbox;
+use crate::inbox::{Inbox, Queue};
 use crate::primitive::cell::UnsafeCell;
 use crate::primitive::sync::atomic::{
     AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering, fence,
@@ -584,8 +583,8 @@ impl<P: Process + 'static> Slot<P> {
     /// The producers' side of the event queue, created on first use;
     /// `None` once the process is sealed for completion (see `inbox`).
     #[inline]
-    pub(crate) fn sender(&self) -> Option<&mpsc::Sender<Ev<P>>> {
-        self.queue.open().map(|queue| &queue.sender)
+    pub(crate) fn sender(&self) -> Option<Queue<'_, Ev<P>>> {
+        self.queue.open()
     }
 
     /// The process's PID, for the worker that runs it: under loom the read
@@ -593,7 +592,7 @@ impl<P: Process + 'static> Slot<P> {
     #[inline(always)]
     /// Events waiting in the queue (see `Handle::queued`).
     pub(crate) fn queued(&self) -> usize {
-        self.queue.get().map_or(0, |queue| queue.sender.queued())
+        self.queue.get().map_or(0, |queue| queue.queued())
     }
 
     pub(crate) fn pid(&self) -> Pid {
@@ -742,9 +741,8 @@ impl<P: SchedProcess> Slot<P> {
         // SAFETY: the inline batch belongs to the owner of the body.
         let inline = unsafe { &mut *self.inline.get() };
         caught("an event's drop", &mut || inline.clear());
-        if let Some(queue) = self.queue.get() {
-            // SAFETY: the caller owns the process, hence the receiver.
-            let receiver = unsafe { &mut *queue.receiver.get() };
+        // SAFETY: the caller owns the body, hence the receiver.
+        if let Some(mut receiver) = unsafe { self.queue.receiver() } {
             receiver.close();
             // Allocates only if events were left in the queue.
             let mut left = Vec::new();

@@ -219,9 +219,9 @@ impl<P: SchedProcess> Core<P> {
             // `MAX_BATCH` events from the queue; if it held more, the
             // process must not park below (their wakes may all have been
             // spent), so it is stepped again or requeued.
-            let queued = match slot.queue.get() {
-                // SAFETY: we own the process (see above), hence the receiver.
-                Some(queue) => unsafe { (*queue.receiver.get()).drain_up_to(batch, MAX_BATCH) },
+            // SAFETY: we own the process, hence the receiver.
+            let queued = match unsafe { slot.queue.receiver() } {
+                Some(mut receiver) => receiver.drain_up_to(batch, MAX_BATCH),
                 None => 0,
             };
             let more = queued == MAX_BATCH;
