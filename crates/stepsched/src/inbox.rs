@@ -49,7 +49,8 @@
 //! the one pointer it reads from the slot; the slot holds nothing else for
 //! the queue, so a process that never receives pays one word for it. Per
 //! process that receives, that is one allocation and one free where a box
-//! holding both ends and the queue behind it made two: for a short-lived
+//! holding both ends, the queue's shared state and its first block made
+//! three: for a short-lived
 //! process made on one thread and ended on another, the allocator's
 //! cross-thread free is much of its cost.
 
@@ -64,7 +65,8 @@ use crate::primitive::sync::atomic::{AtomicPtr, Ordering};
 
 /// The bit of the word that seals it (queues are aligned to at least 8).
 const SEALED: usize = 1;
-/// The bit the owner sets once it has moved the receiver into its cell.
+/// The bit the owner sets once it has taken the receiver from the queue:
+/// the word then holds the receiver's reference too.
 const TAKEN: usize = 2;
 /// The word's tag bits.
 const TAGS: usize = SEALED | TAKEN;
@@ -141,6 +143,7 @@ impl<E> Inbox<E> {
     #[cold]
     fn make(&self) -> Option<Queue<'_, E>> {
         let new = mpsc::Sender::<E>::without_receiver().into_raw().as_ptr();
+        debug_assert_eq!(new.addr() & TAGS, 0, "a queue is aligned to 8");
         // AcqRel: Release publishes our construction; Acquire, on failure,
         // makes another creator's visible to us.
         match self
