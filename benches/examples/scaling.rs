@@ -66,7 +66,8 @@
 //! workers have parked), and the difference is printed per operation:
 //! thread wake-ups (`unparks`), wake-ups that found no work
 //! (`empty_unparks`), parks, spins, and steal attempts per item stolen;
-//! also the busiest worker's share of the runs (how far the work spread).
+//! also the process runs per operation (how much a run batches) and the
+//! busiest worker's share of the runs (how far the work spread).
 //! They are counts, not times, so they mean something on a machine with
 //! fewer cores than workers, where the times do not (though how often a
 //! worker finds itself out of work still depends on how the OS schedules
@@ -1600,6 +1601,14 @@ fn main() {
         "`steal_attempts` / operations: how much searching each operation costs, \
          whether or not it finds anything.",
         &|c| per_op(c.counts.steal_attempts, c),
+    );
+    counter(
+        "Runs per operation (ours)",
+        "`items_run` of all workers / operations: process runs (each drains the process's \
+         queue, steps it, parks or requeues it) per message or process. Below 1 where a run \
+         takes several messages at once; a run per message where workers keep up with the \
+         senders, each paying the wake, the run and the park.",
+        &|c| per_op(c.counts.items_run.iter().sum(), c),
     );
     counter(
         "Busiest worker's share of the runs (ours)",
