@@ -15,7 +15,8 @@
 //!
 //! In these two models the event queue is made with the process (loom
 //! would need hours for the whole model with the lazy creation's extra
-//! interleavings); `first_events_race_to_create_the_queue` checks that
+//! interleavings; `a_refused_send_means_the_result_stands`, a smaller
+//! model, runs both ways); `first_events_race_to_create_the_queue` checks that
 //! creation race on its own: one worker and two senders whose messages
 //! are the process's first events, through the loom-visible once-cell that
 //! normal builds replace with std's `OnceLock`.
@@ -267,48 +268,55 @@ fn first_events_race_to_create_the_queue() {
 fn a_refused_send_means_the_result_stands() {
     // One worker: two preemptions (the worker runs ahead of the submitter,
     // then stops between its seal and its transition) are needed to reach
-    // the window, and the model stays to a second.
-    let mut model = loom::model::Builder::new();
-    model.preemption_bound = Some(2);
-    model.check(|| {
-        stepsched::eager_event_queues(true);
-        let probe = Probe::new();
-        let scheduler = Scheduler::<Proc>::builder().workers(1).build().unwrap();
-        let pid = scheduler.allocate_pid();
-        // Already yielded and completed, needs no message: done at its
-        // first step, with 100 plus whatever message that step took.
-        let process = Proc {
-            probe: probe.clone(),
-            yielded: true,
-            completion: 1,
-            message: 0,
-            needed: 0,
-            seen: 0,
-        };
-        let join = scheduler.submit(pid, process, "run", ()).unwrap();
-        let handle = scheduler.handle();
-        let other = thread::spawn(move || {
-            let refused = handle.send(pid, 5).is_err();
-            (refused, handle.terminate(pid))
+    // the window, and the model stays to seconds. Both shapes of the
+    // inbox: no queue yet (the send is refused by the seal bit alone) and
+    // a queue made with the process (the bit on the queue's word, which
+    // the worker's first drain has also tagged as taken). At this bound
+    // loom reaches the window in the first shape only; the second checks
+    // that the tagged word refuses the same way.
+    for eager in [false, true] {
+        let mut model = loom::model::Builder::new();
+        model.preemption_bound = Some(2);
+        model.check(move || {
+            stepsched::eager_event_queues(eager);
+            let probe = Probe::new();
+            let scheduler = Scheduler::<Proc>::builder().workers(1).build().unwrap();
+            let pid = scheduler.allocate_pid();
+            // Already yielded and completed, needs no message: done at its
+            // first step, with 100 plus whatever message that step took.
+            let process = Proc {
+                probe: probe.clone(),
+                yielded: true,
+                completion: 1,
+                message: 0,
+                needed: 0,
+                seen: 0,
+            };
+            let join = scheduler.submit(pid, process, "run", ()).unwrap();
+            let handle = scheduler.handle();
+            let other = thread::spawn(move || {
+                let refused = handle.send(pid, 5).is_err();
+                (refused, handle.terminate(pid))
+            });
+            let (refused, terminated) = other.join().unwrap();
+            let result = join.join();
+            if refused {
+                assert!(
+                    terminated.is_err(),
+                    "a send was refused as to a finished process, then terminate succeeded"
+                );
+            }
+            match terminated {
+                Ok(()) => assert_eq!(result, Err(Error::Terminated)),
+                Err(_) => assert!(
+                    matches!(result, Ok(100 | 105)),
+                    "the step's result was replaced: {result:?}"
+                ),
+            }
+            drop(scheduler);
+            assert_eq!(probe.closes.load(SeqCst), 1, "close must run exactly once");
         });
-        let (refused, terminated) = other.join().unwrap();
-        let result = join.join();
-        if refused {
-            assert!(
-                terminated.is_err(),
-                "a send was refused as to a finished process, then terminate succeeded"
-            );
-        }
-        match terminated {
-            Ok(()) => assert_eq!(result, Err(Error::Terminated)),
-            Err(_) => assert!(
-                matches!(result, Ok(100 | 105)),
-                "the step's result was replaced: {result:?}"
-            ),
-        }
-        drop(scheduler);
-        assert_eq!(probe.closes.load(SeqCst), 1, "close must run exactly once");
-    });
+    }
 }
 
 /// Yields `left` commands one step after another, then finishes with the
