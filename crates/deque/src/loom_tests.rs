@@ -21,7 +21,7 @@
 //! pops, which loom must catch handing one item out twice.
 //!
 //! Run with:
-//! `RUSTFLAGS="--cfg stepsched_loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release -p stepsched-deque --lib -- loom`
+//! `RUSTFLAGS="--cfg stepsched_loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release -p stepsched-deque --features loom --lib -- loom`
 //! (about a second; 4 s with 3 preemptions).
 
 use crate::{Steal, Stealer, Worker};

@@ -1,7 +1,7 @@
 //! Loom models of the queue's public protocol.
 //!
 //! Run with:
-//! `RUSTFLAGS="--cfg stepsched_loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release -p stepsched-mpsc --test loom`
+//! `RUSTFLAGS="--cfg stepsched_loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release -p stepsched-mpsc --features loom --test loom`
 //!
 //! Under loom a block holds 2 slots and a queue starts 8 slots before the
 //! 32-bit index wraps, so these few pushes cross the wrap, grow the list,

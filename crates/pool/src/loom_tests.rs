@@ -27,7 +27,7 @@
 //! per-item ledger.
 //!
 //! Run with:
-//! `RUSTFLAGS="--cfg stepsched_loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release -p stepsched-pool --lib --test loom`
+//! `RUSTFLAGS="--cfg stepsched_loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release -p stepsched-pool --features loom --lib --test loom`
 
 use loom::sync::Arc;
 use loom::thread;

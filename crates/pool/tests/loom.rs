@@ -12,7 +12,7 @@
 //!
 //! The models sit in a module named `loom_models` so that `cargo xtask
 //! loom`'s name filter (`loom`) selects them. Run with:
-//! `RUSTFLAGS="--cfg stepsched_loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release -p stepsched-pool --lib --test loom`
+//! `RUSTFLAGS="--cfg stepsched_loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release -p stepsched-pool --features loom --lib --test loom`
 #![cfg(stepsched_loom)]
 
 /// The whole-pool models.

@@ -281,7 +281,7 @@ mod tests {
 #[cfg(all(test, stepsched_loom))]
 mod loom_tests {
     //! Run with:
-    //! `RUSTFLAGS="--cfg stepsched_loom" cargo test --release -p stepsched-process --lib cancel`
+    //! `RUSTFLAGS="--cfg stepsched_loom" cargo test --release -p stepsched-process --features loom --lib cancel`
 
     use loom::cell::UnsafeCell;
     use loom::thread;

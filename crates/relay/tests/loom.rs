@@ -3,7 +3,7 @@
 //! exhaustion.
 //!
 //! Run with `RUSTFLAGS="--cfg stepsched_loom" cargo test --release -p
-//! stepsched-relay --test loom`.
+//! stepsched-relay --features loom --test loom`.
 #![cfg(stepsched_loom)]
 
 use std::num::NonZeroU64;

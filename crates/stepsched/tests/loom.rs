@@ -58,7 +58,7 @@
 //! (the race model takes a few minutes; the protocols it composes are
 //! model-checked at higher bounds in their own crates). `cargo xtask loom`
 //! runs them, or
-//! `RUSTFLAGS="--cfg stepsched_loom" cargo test --release -p stepsched --test loom`.
+//! `RUSTFLAGS="--cfg stepsched_loom" cargo test --release -p stepsched --features loom --test loom`.
 #![cfg(stepsched_loom)]
 
 use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};

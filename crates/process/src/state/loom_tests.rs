@@ -1,5 +1,5 @@
 //! Loom models of the state cell's races, run with
-//! `RUSTFLAGS="--cfg stepsched_loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release -p stepsched-process --lib -- loom`.
+//! `RUSTFLAGS="--cfg stepsched_loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release -p stepsched-process --features loom --lib -- loom`.
 //!
 //! Each model puts a process in the state a race starts from and runs the
 //! racing parties as loom threads following the protocol of the
