@@ -295,9 +295,9 @@ struct Shared<T> {
     _consumer_line: [u8; CONSUMER_PAD],
     /// The first block, owned by this allocation: linked, released and
     /// recycled like any other, never freed on its own (see
-    /// [`Shared::free_block`]). A line after `consumer_index`, which the
-    /// consumer writes after each drain, since every push reads the
-    /// block's header.
+    /// [`Shared::free_block`]). A line past the consumer's state and
+    /// `consumer_index`, which the consumer writes at each drain, since
+    /// every push reads the block's header.
     first: Block<T>,
     /// Owns `T`s; `*mut` so that Send/Sync come only from the impls below.
     _owns: PhantomData<*mut T>,
