@@ -1012,12 +1012,12 @@ impl<T> Receiver<T> {
 
     /// The current generation.
     pub fn generation(&self) -> Generation {
-        self.consumer().generation()
+        Generation(self.consumer().generation)
     }
 
     /// Whether this receiver has closed the queue (until the next reset).
     pub fn is_closed(&self) -> bool {
-        self.consumer().is_closed()
+        self.consumer().closed_at.is_some()
     }
 
     /// Whether [`drain_into`](Self::drain_into) would return at least one
@@ -1034,7 +1034,7 @@ impl<T> Receiver<T> {
     /// `!has_events()`.
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.consumer().is_empty()
+        !self.has_events()
     }
 
     /// Moves every value pushed so far into `out` (appending, so the
@@ -1057,7 +1057,7 @@ impl<T> Receiver<T> {
     /// assert_eq!(rx.drain_into(&mut buf), 0);
     /// ```
     pub fn drain_into(&mut self, out: &mut Vec<T>) -> usize {
-        self.consumer_mut().drain_into(out)
+        self.consumer_mut().drain_to(out, u32::MAX)
     }
 
     /// Like [`drain_into`](Self::drain_into), but moves at most `max`
@@ -1080,7 +1080,8 @@ impl<T> Receiver<T> {
     /// assert_eq!(buf, [0, 1, 2, 3, 4]);
     /// ```
     pub fn drain_up_to(&mut self, out: &mut Vec<T>, max: usize) -> usize {
-        self.consumer_mut().drain_up_to(out, max)
+        self.consumer_mut()
+            .drain_to(out, u32::try_from(max).unwrap_or(u32::MAX))
     }
 
     /// Closes the queue: every later push of this generation is refused with
@@ -1148,14 +1149,6 @@ impl<T> Receiver<T> {
 }
 
 impl<T> Consumer<T> {
-    fn generation(&self) -> Generation {
-        Generation(self.generation)
-    }
-
-    fn is_closed(&self) -> bool {
-        self.closed_at.is_some()
-    }
-
     #[inline]
     fn has_events(&self) -> bool {
         let offset = self.index & OFFSET_MASK;
@@ -1180,11 +1173,6 @@ impl<T> Consumer<T> {
         } else {
             self.has_events_past_tombstones()
         }
-    }
-
-    #[inline]
-    fn is_empty(&self) -> bool {
-        !self.has_events()
     }
 
     /// The rare path of `has_events`: looks past tombstones (pushes refused
@@ -1213,14 +1201,6 @@ impl<T> Consumer<T> {
                 (true, true) => index = index.wrapping_add(1),
             }
         }
-    }
-
-    fn drain_into(&mut self, out: &mut Vec<T>) -> usize {
-        self.drain_to(out, u32::MAX)
-    }
-
-    fn drain_up_to(&mut self, out: &mut Vec<T>, max: usize) -> usize {
-        self.drain_to(out, u32::try_from(max).unwrap_or(u32::MAX))
     }
 
     /// Moves ready values into `sink`, at most `max` of them (tombstones

@@ -50,9 +50,8 @@
 //! the queue, so a process that never receives pays one word for it. Per
 //! process that receives, that is one allocation and one free where a box
 //! holding both ends, the queue's shared state and its first block made
-//! three: for a short-lived
-//! process made on one thread and ended on another, the allocator's
-//! cross-thread free is much of its cost.
+//! three: for a short-lived process made on one thread and ended on
+//! another, the allocator's cross-thread free is much of its cost.
 
 use core::marker::PhantomData;
 use core::mem::ManuallyDrop;
@@ -102,10 +101,16 @@ impl<E> Inbox<E> {
         }
     }
 
-    /// The queue behind `word` (tags cleared), borrowed for `self`'s life.
+    /// The queue's address in `word` (tags cleared); `None` if none.
+    #[inline(always)]
+    fn address(word: *mut ()) -> Option<NonNull<()>> {
+        NonNull::new(word.map_addr(|a| a & !TAGS))
+    }
+
+    /// The queue behind `word`, borrowed for `self`'s life.
     #[inline(always)]
     fn borrow(&self, word: *mut ()) -> Option<Queue<'_, E>> {
-        let queue = NonNull::new(word.map_addr(|a| a & !TAGS))?;
+        let queue = Self::address(word)?;
         Some(Queue {
             // SAFETY: a queue in the word came from `Sender::into_raw` and
             // is taken back only by `Drop`, which has `&mut self`; the
@@ -215,7 +220,7 @@ impl<E> Inbox<E> {
         // Acquire: as in `get`. `TAKEN` was set by this owner or an earlier
         // one, ordered before us by the state word's transitions.
         let word = self.word.load(Ordering::Acquire);
-        let queue = NonNull::new(word.map_addr(|a| a & !TAGS))?;
+        let queue = Self::address(word)?;
         if word.addr() & TAKEN == 0 {
             // Only the owner takes the receiver, and it keeps it in the
             // word: the take succeeds once, here.
@@ -267,7 +272,7 @@ impl<E> Drop for Inbox<E> {
         // the cell on another thread through a std `Arc`, whose
         // synchronization loom cannot see. Acquire: as in `get`.
         let word = self.word.load(Ordering::Acquire);
-        if let Some(queue) = NonNull::new(word.map_addr(|a| a & !TAGS)) {
+        if let Some(queue) = Self::address(word) {
             if word.addr() & TAKEN != 0 {
                 // SAFETY: `TAKEN`: the receiver's reference, from
                 // `Receiver::into_raw`, taken back only here. Its drop
