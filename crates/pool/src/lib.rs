@@ -44,7 +44,7 @@
 //! # Idle workers
 //!
 //! A worker that finds nothing spins (fewer than 4 failed searches), then
-//! yields its thread (4 to 15), then parks on a condition variable (16 or
+//! yields its thread (4 to 7), then parks on a condition variable (8 or
 //! more); an idle pool uses no CPU. Wake-ups are never lost and never come
 //! in herds: a submission wakes one parked worker unless one is already
 //! searching, and the last searcher to find work wakes another if work is

@@ -29,6 +29,20 @@ mod imp {
             self.0.pop()
         }
 
+        /// [`pop`](Self::pop), after telling an empty queue by two loads
+        /// (`SegQueue::is_empty`): `SegQueue::pop` on an empty queue
+        /// issues a SeqCst fence first, and a searching worker looks at
+        /// every inbox in turn, most of them empty. What the two loads can
+        /// miss, a push not yet visible, the pop could miss as well; the
+        /// sleep protocol's re-check after its own fence covers both.
+        #[inline]
+        pub(crate) fn try_pop(&self) -> Option<T> {
+            if self.0.is_empty() {
+                return None;
+            }
+            self.0.pop()
+        }
+
         #[inline]
         pub(crate) fn is_empty(&self) -> bool {
             self.0.is_empty()
@@ -56,6 +70,10 @@ mod imp {
 
         pub(crate) fn pop(&self) -> Option<T> {
             self.0.lock().unwrap().pop_front()
+        }
+
+        pub(crate) fn try_pop(&self) -> Option<T> {
+            self.pop()
         }
 
         pub(crate) fn is_empty(&self) -> bool {

@@ -92,7 +92,7 @@ pub(crate) const STUCK: std::time::Duration = std::time::Duration::from_micros(5
 pub(crate) const SPIN_LIMIT: u32 = 4;
 /// Failed searches at or above this count park.
 #[cfg(not(stepsched_loom))]
-pub(crate) const PARK_LIMIT: u32 = 16;
+pub(crate) const PARK_LIMIT: u32 = 8;
 
 // Under loom the backoff is one yield then park: the ladder's length does not
 // change the protocol, only the state space.
@@ -112,7 +112,7 @@ pub(crate) enum Backoff {
     Park,
 }
 
-/// Adaptive spinning: fewer than 4 failed searches spin, 4 to 15 yield, 16
+/// Adaptive spinning: fewer than 4 failed searches spin, 4 to 7 yield, 8
 /// or more park.
 ///
 /// Not `crossbeam_utils::Backoff`: that one grows its spins exponentially
@@ -716,11 +716,11 @@ impl Search {
         if self.tick >= FAIRNESS_INTERVAL {
             self.tick = 0;
             self.next_streak = 0;
-            if let Some(item) = shared.inboxes[index].pop() {
+            if let Some(item) = shared.inboxes[index].try_pop() {
                 counters.inbox_pops.inc();
                 return Found::Item(item);
             }
-            if let Some(item) = shared.global.pop() {
+            if let Some(item) = shared.global.try_pop() {
                 counters.global_pops.inc();
                 return Found::Item(item);
             }
@@ -756,14 +756,14 @@ impl Search {
         if let Some(item) = ctx.deque.pop() {
             return Found::Item(item);
         }
-        if let Some(item) = shared.inboxes[index].pop() {
+        if let Some(item) = shared.inboxes[index].try_pop() {
             counters.inbox_pops.inc();
             return Found::Item(item);
         }
-        if let Some(item) = shared.global.pop() {
+        if let Some(item) = shared.global.try_pop() {
             let mut moved = 0;
             while moved < GLOBAL_BATCH {
-                match shared.global.pop() {
+                match shared.global.try_pop() {
                     Some(more) => {
                         ctx.deque.push(more);
                         moved += 1;
@@ -832,12 +832,14 @@ impl Search {
                 Steal::Empty => {}
             }
         }
+        // `try_pop`: most inboxes a sweep looks at are empty, and an empty
+        // `pop` costs a SeqCst fence each.
         for k in 0..n {
             let victim = (start + k) % n;
             if victim == index {
                 continue;
             }
-            if let Some(item) = shared.inboxes[victim].pop() {
+            if let Some(item) = shared.inboxes[victim].try_pop() {
                 counters.items_stolen.inc();
                 trace::trace!(worker = index, victim, "took from another worker's inbox");
                 return Found::Item(item);
