@@ -41,8 +41,8 @@ const TASKS: &[(&str, &str)] = &[
         "criterion benchmarks against peers; writes their groups' tables into docs/benchmarks.md, keeping every other group's table and any newer one (--report-only: from the last run); HTML in target/criterion",
     ),
     (
-        "bench scaling [--workers 1,2,4,8,16] [--quick] [--write-doc]",
-        "the scaling benchmark (benches/examples/scaling.rs, not criterion): 13 workloads at each worker count against tokio at the same count, median ns per operation and the scheduler's wake-up, park and steal counters per operation; --quick: sizes / 10, 3 trials; other flags go to the example (--trials N, --only k,k, --size k=N, --heavy-iters N); --write-doc: the section \"Scaling by worker count\" at the end of docs/benchmarks.md",
+        "bench scaling [--workers 1,2,4,8,16] [--quick] [--write-doc [--from FILE --measured WHEN]]",
+        "the scaling benchmark (benches/examples/scaling.rs, not criterion): 13 workloads at each worker count against tokio at the same count, median ns per operation and the scheduler's wake-up, park and steal counters per operation; --quick: sizes / 10, 3 trials; other flags go to the example (--trials N, --only k,k, --size k=N, --heavy-iters N); --write-doc: the section \"Scaling by worker count, N CPUs\" of docs/benchmarks.md (N: this machine's CPUs); --from FILE --measured WHEN: that section from a saved output of the example run elsewhere",
     ),
     (
         "mutants [--ci] [--write-doc] [name..]",
