@@ -223,19 +223,21 @@ mod tests {
     fn a_run_keeps_the_section_of_another_machine_size() {
         let doc = "# B\n\n## Scaling by worker count, 2 CPUs\n\ntwo\n\n\
                    ## Scaling by worker count, 16 CPUs\n\nold\n";
-        let heading = "## Scaling by worker count, 16 CPUs";
-        let section = format!("{heading}\n\nnew\n");
-        assert_eq!(
-            replace_section(doc, heading, &section),
-            "# B\n\n## Scaling by worker count, 2 CPUs\n\ntwo\n\n\
-             ## Scaling by worker count, 16 CPUs\n\nnew\n"
-        );
-        let heading = "## Scaling by worker count, 2 CPUs";
-        let section = format!("{heading}\n\nnew\n");
-        assert_eq!(
-            replace_section(doc, heading, &section),
-            "# B\n\n## Scaling by worker count, 2 CPUs\n\nnew\n\n\
-             ## Scaling by worker count, 16 CPUs\n\nold\n"
-        );
+        let cases = [
+            (
+                "## Scaling by worker count, 16 CPUs",
+                "# B\n\n## Scaling by worker count, 2 CPUs\n\ntwo\n\n\
+                 ## Scaling by worker count, 16 CPUs\n\nnew\n",
+            ),
+            (
+                "## Scaling by worker count, 2 CPUs",
+                "# B\n\n## Scaling by worker count, 2 CPUs\n\nnew\n\n\
+                 ## Scaling by worker count, 16 CPUs\n\nold\n",
+            ),
+        ];
+        for (heading, expected) in cases {
+            let section = format!("{heading}\n\nnew\n");
+            assert_eq!(replace_section(doc, heading, &section), expected);
+        }
     }
 }

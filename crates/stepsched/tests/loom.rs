@@ -93,6 +93,22 @@ struct Proc {
     seen: u32,
 }
 
+impl Proc {
+    /// A process that has `yielded` (or not), whose sums of completions
+    /// and messages start at `completion` and `message`, and that finishes
+    /// once it has seen `needed` messages.
+    fn new(probe: &Arc<Probe>, yielded: bool, completion: u64, message: u64, needed: u32) -> Self {
+        Proc {
+            probe: probe.clone(),
+            yielded,
+            completion,
+            message,
+            needed,
+            seen: 0,
+        }
+    }
+}
+
 impl Process for Proc {
     type Input = ();
     type Message = u64;
@@ -164,14 +180,7 @@ fn completion_from_another_thread_and_a_message_race_the_workers() {
             .build()
             .unwrap();
         let pid = scheduler.allocate_pid();
-        let process = Proc {
-            probe: probe.clone(),
-            yielded: false,
-            completion: 0,
-            message: 0,
-            needed: 1,
-            seen: 0,
-        };
+        let process = Proc::new(&probe, false, 0, 0, 1);
         let join = scheduler.submit(pid, process, "run", ()).unwrap();
         let handle = scheduler.handle();
         let sender = thread::spawn(move || handle.send(pid, 3).is_ok());
@@ -199,14 +208,7 @@ fn one_step_process_completes() {
         let probe = Probe::new();
         let scheduler = Scheduler::<Proc>::builder().workers(2).build().unwrap();
         let pid = scheduler.allocate_pid();
-        let process = Proc {
-            probe: probe.clone(),
-            yielded: true,
-            completion: 1,
-            message: 1,
-            needed: 0,
-            seen: 0,
-        };
+        let process = Proc::new(&probe, true, 1, 1, 0);
         let join = scheduler.submit(pid, process, "run", ()).unwrap();
         assert_eq!(join.join().unwrap(), 101);
         drop(scheduler);
@@ -227,14 +229,7 @@ fn first_events_race_to_create_the_queue() {
         let scheduler = Scheduler::<Proc>::builder().workers(1).build().unwrap();
         let pid = scheduler.allocate_pid();
         // Already yielded and completed: it waits (Idle) for two messages.
-        let process = Proc {
-            probe: probe.clone(),
-            yielded: true,
-            completion: 1,
-            message: 0,
-            needed: 2,
-            seen: 0,
-        };
+        let process = Proc::new(&probe, true, 1, 0, 2);
         let join = scheduler.submit(pid, process, "run", ()).unwrap();
         let senders: Vec<_> = [10u64, 20]
             .into_iter()
@@ -284,14 +279,7 @@ fn a_refused_send_means_the_result_stands() {
             let pid = scheduler.allocate_pid();
             // Already yielded and completed, needs no message: done at its
             // first step, with 100 plus whatever message that step took.
-            let process = Proc {
-                probe: probe.clone(),
-                yielded: true,
-                completion: 1,
-                message: 0,
-                needed: 0,
-                seen: 0,
-            };
+            let process = Proc::new(&probe, true, 1, 0, 0);
             let join = scheduler.submit(pid, process, "run", ()).unwrap();
             let handle = scheduler.handle();
             let other = thread::spawn(move || {
