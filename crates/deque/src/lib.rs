@@ -56,7 +56,8 @@
 //! atomic that only the owner writes.
 //!
 //! * `push` writes the slot, then stores `bottom + 1` (Release): a plain
-//!   store, as in the classic deque;
+//!   store, as in the classic deque (it reads the word only when the ring
+//!   may be full; see *What the owner remembers*);
 //! * a thief loads the word; if the deque holds items and no other thief
 //!   is claiming (`flight == 0`), it takes the *claim reservation* with a
 //!   CAS of the word that sets `flight` to `RESERVED`. Holding it, it issues
@@ -101,9 +102,11 @@
 //! itself publishes nothing, so thieves and pops read and change it with
 //! Relaxed orderings.
 //!
-//! The cost: `pop` pays the classic deque's store, fence and load, plus a
-//! CAS only when a thief holds the reservation at that instant; a steal is
-//! two CASes, a fence and a `fetch_sub`. `benches/` measures them against
+//! The cost: `push` pays a slot write and a store, reading the word only
+//! when the ring may be full; `pop` pays the classic deque's store, fence
+//! and load (nothing on a deque it knows to be empty), plus a CAS only when
+//! a thief holds the reservation at that instant; a steal is two CASes, a
+//! fence and a `fetch_sub`. `benches/` measures them against
 //! crossbeam-deque and st3.
 //!
 //! ## The pop count's period
@@ -152,7 +155,8 @@
 //! * the owner counts the claimed slots `[top - n, top)` as occupied, so
 //!   `push` never overwrites a slot a thief is still reading (it grows the
 //!   buffer instead), and its Acquire load of the word, once it reads the
-//!   release, orders the thief's reads before its writes;
+//!   release, orders the thief's reads before its writes (the owner makes
+//!   that load only when the ring may be full; see the next section);
 //! * other thieves get [`Steal::Retry`]: one batch is claimed and copied out
 //!   of a given deque at a time, which keeps the claimed range a single
 //!   interval that one counter describes. The copy is at most
@@ -161,6 +165,25 @@
 //!
 //! Because slots are read only after the claim, a thief always copies the
 //! items that are there when its claim takes effect, never a stale read.
+//!
+//! ## What the owner remembers
+//!
+//! Thieves write the word; an owner that read it on every push and pop
+//! would miss in its cache after each steal. It keeps two values it read
+//! there instead, both of which only grow:
+//!
+//! * `seen_top`, a value `top` had. A `bottom` equal to it means the deque
+//!   is empty, so a `pop` on an empty deque returns at once, touching no
+//!   shared line. A `seen_top` that thieves have left behind costs one pop
+//!   its store, fence and load, which find the deque empty and catch up.
+//! * `seen_lowest`, the lowest slot in use (`top - in_flight`) as read by
+//!   an Acquire load of the word. Every slot below it was released, and
+//!   that load read the release, so the thieves' reads of those slots
+//!   happen before any later write of the owner. `bottom - seen_lowest`
+//!   bounds the slots in use from above: while it is below the ring's size,
+//!   `push` writes without reading the word. When it is not, `push` reads
+//!   the word again (Acquire), updates both values, and grows the ring only
+//!   if it is really full.
 //!
 //! ## Lengths
 //!
@@ -602,6 +625,15 @@ pub struct Worker<T> {
     inner: Arc<Inner<T>>,
     /// The owner's copy of `inner.buffer` (only the owner changes it).
     buffer: Cell<*mut Buffer<T>>,
+    /// `top` as the owner last read it. `top` only grows, so this is a
+    /// lower bound of it: a `bottom` equal to it means the deque is empty
+    /// (see `pop`).
+    seen_top: Cell<u32>,
+    /// The lowest slot in use (`top - in_flight`) as the owner last read
+    /// it with Acquire. It only grows too, so `bottom - seen_lowest` bounds
+    /// the slots in use from above, and every slot below it has been
+    /// released to us (see `push`).
+    seen_lowest: Cell<u32>,
     /// `Worker` is `!Sync`: its `&self` methods assume a single caller.
     _not_sync: PhantomData<*mut ()>,
 }
@@ -651,6 +683,8 @@ impl<T> Worker<T> {
         Worker {
             inner,
             buffer: Cell::new(buffer),
+            seen_top: Cell::new(start & IDX_MASK),
+            seen_lowest: Cell::new(start & IDX_MASK),
             _not_sync: PhantomData,
         }
     }
@@ -743,23 +777,32 @@ impl<T> Worker<T> {
     /// ```
     #[inline]
     pub fn push(&self, item: T) {
-        // Acquire: synchronizes with the Release `fetch_sub` by which a thief
-        // released its claim, so its reads of those slots happen before our
-        // write below may reuse one of them.
-        let ends = self.ends(Ordering::Acquire);
+        let bottom = self.bottom();
         let mut buffer = self.buffer.get();
+        // No load of the word: the slots in use lie in `[lowest, bottom)`,
+        // and `seen_lowest` is a lower bound of `lowest`. Only when that
+        // bound says the ring is full do we read the word again.
         // SAFETY: the cached pointer is the live ring, owned by `inner`,
         // which we keep alive; only the owner (us) replaces it.
-        if ends.occupied() >= unsafe { (*buffer).cap() } {
+        if self.used(bottom) >= unsafe { (*buffer).cap() } {
             buffer = self.grow(1);
         }
         // SAFETY: the slot for `bottom` is free: every slot in use lies in
-        // `[top - in_flight, bottom)`, which is shorter than the ring. That
-        // range only moves up while we hold the owner role, so the check
-        // above stays true. No thief reads a slot before claiming it, and
-        // claims end below `bottom`.
-        unsafe { (*buffer).write(ends.bottom, item) };
-        self.publish_pushes(1);
+        // `[seen_lowest, bottom)`, which is shorter than the ring, and
+        // every slot below `seen_lowest` was released by an Acquire load
+        // that read the thief's Release `fetch_sub`, so its reads happen
+        // before our write. The range only moves up while we hold the owner
+        // role. No thief reads a slot before claiming it, and claims end
+        // below `bottom`.
+        unsafe { (*buffer).write(bottom, item) };
+        self.set_bottom(bottom.wrapping_add(1) & IDX_MASK);
+    }
+
+    /// Slots that may be in use, as far as the owner knows: from
+    /// `seen_lowest` up to `bottom`. Never below the slots in use.
+    #[inline]
+    fn used(&self, bottom: u32) -> usize {
+        (bottom.wrapping_sub(self.seen_lowest.get()) & IDX_MASK) as usize
     }
 
     /// Pops the most recently pushed item (LIFO).
@@ -779,14 +822,11 @@ impl<T> Worker<T> {
     #[inline]
     pub fn pop(&self) -> Option<T> {
         let bottom = self.bottom();
-        // Relaxed: only to tell an empty deque. `top` only grows, so if no
-        // item is left now none appears before our next push; the slot we
-        // take was written by this thread, so it needs no ordering.
-        if Head(self.inner.head.load(Ordering::Relaxed))
-            .ends(bottom)
-            .len()
-            == 0
-        {
+        // An empty deque without touching the word: `top` only grows, so
+        // once it reached `bottom` no item is left before our next push.
+        // A `seen_top` behind `top` costs a fence below, and then catches
+        // up.
+        if bottom == self.seen_top.get() {
             return None;
         }
         let index = bottom.wrapping_sub(1) & IDX_MASK;
@@ -804,6 +844,7 @@ impl<T> Worker<T> {
                 // A claim took `index` (it moved `top` to `bottom`): put
                 // `bottom` back; the deque is empty.
                 self.set_bottom(bottom);
+                self.seen_top.set(head.top());
                 return None;
             }
             if head.flight() < STALE {
@@ -841,14 +882,19 @@ impl<T> Worker<T> {
         Some(unsafe { (*self.buffer.get()).read(index) })
     }
 
-    /// Makes room for `extra` more items: doubles the ring (more than once
-    /// if needed), copying every slot in use, in-flight ones included.
+    /// Makes room for `extra` more items: reads the word again and, if
+    /// the ring is really that full, doubles it (more than once if
+    /// needed), copying every slot in use, in-flight ones included.
     #[cold]
     #[inline(never)]
     fn grow(&self, extra: usize) -> *mut Buffer<T> {
-        // Acquire: as in `push`, orders our later writes after the reads of
-        // any thief that released its claim.
+        // Acquire: synchronizes with the Release `fetch_sub` by which a
+        // thief released its claim, so its reads of those slots happen
+        // before our later writes may reuse one of them (`push` relies on
+        // `seen_lowest` for that).
         let ends = self.ends(Ordering::Acquire);
+        self.seen_top.set(ends.top);
+        self.seen_lowest.set(ends.lowest());
         let old = self.buffer.get();
         // SAFETY: `old` is the live ring, kept alive by `inner`.
         let old_cap = unsafe { (*old).cap() };
@@ -890,14 +936,13 @@ impl<T> Worker<T> {
         if n == 0 {
             return;
         }
-        // Acquire: as in `push`.
-        let ends = self.ends(Ordering::Acquire);
+        let bottom = self.bottom();
         let mut buffer = self.buffer.get();
         // SAFETY: the cached pointer is the live ring.
-        if ends.occupied() + n > unsafe { (*buffer).cap() } {
+        if self.used(bottom) + n > unsafe { (*buffer).cap() } {
             buffer = self.grow(n);
         }
-        let mut index = ends.bottom;
+        let mut index = bottom;
         for _ in 0..n {
             // SAFETY: as in `push`: the ring has room for `n` more items
             // after `bottom`, and those slots are neither in use nor claimed.

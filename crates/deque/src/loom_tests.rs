@@ -222,21 +222,24 @@ fn len_during_a_claim() {
 fn owner_wraps_onto_slots_a_thief_copied() {
     // A two-slot ring: the thief starts before anything is pushed, and the
     // owner's third push either wraps onto the slot the thief claimed (once
-    // it is released) or grows the ring (while it is in flight). The owner
-    // must never write a slot before the thief's read of it happened (loom
-    // flags the cell), nor copy a ring without the in-flight slots.
+    // it is released) or grows the ring (while it is in flight). The fifth
+    // push reaches the claimed index again in a four-slot ring: the owner
+    // must still count the slot as in use if the thief copies it out of
+    // the new ring. The owner must never write a slot before the thief's
+    // read of it happened (loom flags the cell), nor copy a ring without
+    // the in-flight slots.
     loom::model(|| {
         let w = Worker::with_capacity(2);
         let s = w.stealer();
         let thief = thread::spawn(move || s.steal().success());
-        for i in 0..3 {
+        for i in 0..5 {
             w.push(i);
         }
         let mut taken: Vec<usize> = thief.join().unwrap().into_iter().collect();
         while let Some(x) = w.pop() {
             taken.push(x);
         }
-        assert_exactly_once(taken, 3);
+        assert_exactly_once(taken, 5);
     });
 }
 

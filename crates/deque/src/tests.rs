@@ -110,6 +110,44 @@ fn growth_keeps_order_and_items() {
     assert_eq!(w.pop(), None);
 }
 
+/// The owner reads the word only when its own bounds say the ring is full
+/// or the deque empty. After thieves took items it never saw go, a push
+/// that finds the ring full by its bounds reads the word again, reuses the
+/// freed slots without growing, and every item left is still popped.
+#[test]
+fn owner_catches_up_with_thieves_it_did_not_see() {
+    let w = Worker::with_capacity(4);
+    let s = w.stealer();
+    for i in 0..4 {
+        w.push(i);
+    }
+    let mine = Worker::new();
+    assert_eq!(s.steal_half_into(&mine), Steal::Success(0));
+    assert_eq!(mine.pop(), Some(1));
+    // The owner's bounds still count four slots in use: this push reads
+    // the word, finds two free, and writes slot 0 again.
+    w.push(4);
+    // SAFETY: the owner's ring pointer is live; a read of its length only.
+    assert_eq!(
+        unsafe { (*w.buffer.get()).cap() },
+        4,
+        "grew instead of reusing"
+    );
+    assert_eq!(w.pop(), Some(4));
+    assert_eq!(w.pop(), Some(3));
+    assert_eq!(w.pop(), Some(2));
+    assert_eq!(w.pop(), None);
+    // A thief empties the deque: the owner's first pop finds out with its
+    // fence, and its next pops without touching the word.
+    w.push(5);
+    assert_eq!(s.steal(), Steal::Success(5));
+    assert_eq!(w.pop(), None);
+    assert_eq!(w.seen_top.get(), w.bottom(), "the pop did not catch up");
+    assert_eq!(w.pop(), None);
+    w.push(6);
+    assert_eq!(w.pop(), Some(6));
+}
+
 #[test]
 fn steal_half_count_sweep() {
     // For every size 0..capacity, steal_half_into takes ceil(n/2), capped
