@@ -69,9 +69,10 @@
 //!   loads the word, as the classic pop does. If `top` has reached the old
 //!   `bottom`, a claim took the item: it puts `bottom` back and reports the
 //!   deque empty. Otherwise the item is its own, with one exception: if
-//!   the word shows a held reservation, the pop first changes the word by a
-//!   CAS that increments the pop count, which makes that reservation's
-//!   claim fail.
+//!   the word shows a held reservation whose claim could reach the item,
+//!   the pop first changes the word by a CAS that increments the pop count,
+//!   which makes that reservation's claim fail (see *Pops a claim cannot
+//!   reach* for the pops that let it be).
 //!
 //! Why a pop that finds no reservation may keep its item without a CAS:
 //! the two fences form Dekker's pair. Take a thief whose claim succeeds,
@@ -82,19 +83,45 @@
 //! word, after its fence, reads the reservation or a later value (the
 //! reservation is an atomic step before the thief's fence; a read after the
 //! later fence cannot be coherence-ordered before it). The pop then either
-//! sees the reservation still held, and its CAS fails the claim, or sees the
-//! claim itself in `top` and gives way when it covers the item. (A later
-//! word may also show the reservation given back: then nothing was claimed.)
-//! A claim is thus never computed from a `bottom` older than a pop whose
-//! item it covers: every successful claim lies inside `[top, bottom)` as it
-//! is when the claim takes effect, and items a concurrent pop takes are
-//! never inside a claimed batch.
+//! sees the reservation still held, and its CAS fails the claim (unless the
+//! claim cannot reach the item, below), or sees the claim itself in `top`
+//! and gives way when it covers the item. (A later word may also show the
+//! reservation given back: then nothing was claimed.) A claim is thus
+//! never computed from a `bottom` older than a pop whose item it covers:
+//! every successful claim lies inside `[top, bottom)` as it is when the
+//! claim takes effect, and items a concurrent pop takes are never inside a
+//! claimed batch.
 //!
 //! Only one thief holds the reservation at a time (the others see
 //! `flight != 0` and back off), so while it does only the owner's
 //! reservation-breaking pops change the word, and the claiming CAS succeeds
-//! only if no pop found the reservation (the next section shows the pop
-//! count cannot come round under it).
+//! only if no pop broke the reservation (the section after next shows the
+//! pop count cannot come round under it).
+//!
+//! ## Pops a claim cannot reach
+//!
+//! A pop that finds a reservation need not fail it when the claim cannot
+//! cover its item. The claim under a reservation taken at `top` is at most
+//! `⌈(b - top) / 2⌉` items (and at most 253), where `b` is the `bottom` the
+//! thief loads after its fence. Which `b` can that be? Call an *anchor* a
+//! pop that found no reservation in the word it decided on, or that failed
+//! one with its CAS. A reservation held now was either failed by the last
+//! anchor (its claim then takes nothing) or taken after that anchor's
+//! decision in the word's order (else the anchor would have found it), so,
+//! as in the Dekker argument above, the anchor's fence precedes the
+//! thief's, and the thief's `b` is the
+//! anchor's store of `bottom` or a later one. The owner keeps `high`, the
+//! highest `bottom` stored since the last anchor; between two pops `bottom`
+//! only grows, so a pop brings it up to date with its own starting
+//! `bottom`, at no cost to `push`. A `b` stored before this pop's own store
+//! is then at most `high`, and a claim from it ends at most
+//! `⌈(high - top) / 2⌉` above `top`: if the popped index lies at or above
+//! that, the pop keeps its item and leaves the reservation alone. A `b`
+//! stored after this pop's store (by later pushes) may reach its index,
+//! but the slot then holds a newer item, pushed after this pop took its
+//! own. With the thief having seen four items, the owner's first pops
+//! (its newest items) thus leave the claim alone, and only a pop of one of
+//! the two oldest fails it.
 //!
 //! The owner's Release stores of `bottom` (by pushes, pops and a pop's
 //! undo alike) publish every slot it wrote before; the thief's Acquire load
@@ -105,13 +132,14 @@
 //! The cost: `push` pays a slot write and a store, reading the word only
 //! when the ring may be full; `pop` pays the classic deque's store, fence
 //! and load (nothing on a deque it knows to be empty), plus a CAS only when
-//! a thief holds the reservation at that instant; a steal is two CASes, a
+//! a thief holds the reservation at that instant and its claim could reach
+//! the popped item; a steal is two CASes, a
 //! fence and a `fetch_sub`. `benches/` measures them against
 //! crossbeam-deque and st3.
 //!
 //! ## The pop count's period
 //!
-//! `pops` is a 28-bit counter of the pops that found a reservation, so on
+//! `pops` is a 28-bit counter of the pops that failed a reservation, so on
 //! its own the word repeats: had the owner made exactly 2<sup>28</sup> such
 //! pops while a thief stalled between its reservation and its claiming CAS,
 //! the word would be bit-identical again, the CAS would succeed, and the
@@ -137,8 +165,10 @@
 //! 2<sup>28</sup> consecutive increments include one that brings the count
 //! to zero; that pop turned the reservation `STALE`, which nobody but the
 //! stalled thief could undo, and the CAS, which expects `RESERVED`, would
-//! have failed. So `k = 0`: no pop found the reservation, and by the
-//! previous section every pop since it left the claimed items alone. The
+//! have failed. So `k = 0`: no pop failed the reservation; the pops that
+//! found it let it be because its claim could not reach their items, and
+//! by the sections above every other pop since it left the claimed items
+//! alone. The
 //! owner pays a compare of its new pop count with zero, on the CAS path
 //! only; `push` pays nothing. A thief whose reservation went stale just
 //! returns `Retry`.
@@ -226,7 +256,8 @@
 //! is stronger than C++20's: the fence argument above is written for the
 //! weaker model, and the ledger shows each fence is needed even under the
 //! stronger one),
-//! steal-half racing several pops, steal-half racing another steal, a
+//! steal-half racing several pops (with a push between them, too),
+//! steal-half racing another steal, a
 //! growing push racing a thief, the owner's pushes wrapping onto (or
 //! growing past) a slot a thief is copying, push-then-pop racing a steal
 //! and `len`, and `len` racing a claim, checking that each item is taken
@@ -634,6 +665,11 @@ pub struct Worker<T> {
     /// the slots in use from above, and every slot below it has been
     /// released to us (see `push`).
     seen_lowest: Cell<u32>,
+    /// The highest `bottom` stored since the last pop that found no
+    /// reservation or failed one (see `pop`): a thief holding a
+    /// reservation now read a `bottom` no higher than this, or one stored
+    /// later.
+    high: Cell<u32>,
     /// `Worker` is `!Sync`: its `&self` methods assume a single caller.
     _not_sync: PhantomData<*mut ()>,
 }
@@ -685,6 +721,7 @@ impl<T> Worker<T> {
             buffer: Cell::new(buffer),
             seen_top: Cell::new(start & IDX_MASK),
             seen_lowest: Cell::new(start & IDX_MASK),
+            high: Cell::new(start & IDX_MASK),
             _not_sync: PhantomData,
         }
     }
@@ -849,11 +886,18 @@ impl<T> Worker<T> {
             }
             if head.flight() < STALE {
                 // No reservation held: every thief either saw the lowered
-                // `bottom` or has a claim we see in `top`.
+                // `bottom` or has a claim we see in `top`. A later
+                // reservation's thief reads our `bottom` or a later one.
+                self.high.set(index);
                 break;
             }
             // A thief holds the reservation; it may have read `bottom`
-            // before we lowered it. Change the word so its claim fails.
+            // before we lowered it. If even the highest `bottom` it can
+            // have read leaves our item out of its claim, let it be.
+            if self.claim_spares(head.top(), bottom) {
+                break;
+            }
+            // Change the word so its claim fails.
             let pops = head.pops().wrapping_add(1) & IDX_MASK;
             let mut new = Head::new(pops, head.top(), head.flight());
             if pops == 0 {
@@ -872,7 +916,12 @@ impl<T> Worker<T> {
                 Ordering::Relaxed,
                 Ordering::Relaxed,
             ) {
-                Ok(_) => break,
+                Ok(_) => {
+                    // As if no reservation were held: a later one's thief
+                    // reads our `bottom` or a later one.
+                    self.high.set(index);
+                    break;
+                }
                 Err(actual) => current = actual,
             }
         }
@@ -880,6 +929,41 @@ impl<T> Worker<T> {
         // on can reach it (see the module docs), claims seen there end at
         // or below it, and the slot was written by this thread.
         Some(unsafe { (*self.buffer.get()).read(index) })
+    }
+
+    /// Whether a pending claim under a reservation taken at `top` cannot
+    /// reach the item at `bottom - 1`, which a pop is taking; if so, notes
+    /// `bottom` in `high`.
+    ///
+    /// The reserving thief claims `⌈(b - top) / 2⌉` items at most, from
+    /// the `b` it reads after its fence. That `b` was stored at or after
+    /// the last pop that found no reservation or failed one (that pop's
+    /// fence precedes the thief's), so it is at most `high` or `bottom`
+    /// (between two pops `bottom` only grows), or else stored after our
+    /// own store, when the item at our index is a newer one. See the
+    /// module docs.
+    #[cold]
+    #[inline(never)]
+    fn claim_spares(&self, top: u32, bottom: u32) -> bool {
+        let above = |b: u32| {
+            Ends {
+                top,
+                bottom: b,
+                in_flight: 0,
+            }
+            .len()
+        };
+        let ours = above(bottom);
+        let reach = above(self.high.get()).max(ours);
+        let claim = reach.div_ceil(2).min(MAX_STEAL_LIMIT as u32);
+        // Our index lies `ours - 1` above `top` (`ours >= 1`: the caller
+        // saw the item still there): out of reach if `ours - 1 >= claim`.
+        if ours > claim {
+            self.high.set(top.wrapping_add(reach) & IDX_MASK);
+            true
+        } else {
+            false
+        }
     }
 
     /// Makes room for `extra` more items: reads the word again and, if
@@ -1196,10 +1280,12 @@ impl<T> Stealer<T> {
         let new = Head::new(reserved.pops(), ends.top.wrapping_add(n as u32), n);
         // Relaxed: the Acquire load of `bottom` after the fence already
         // acquired everything we read. Success means the word is still `reserved`:
-        // no pop found the reservation since we took it (such a pop changes
+        // no pop failed the reservation since we took it (such a pop changes
         // `pops`, and `pops` cannot come round again without passing zero,
         // which turns the reservation STALE), so every pop since then either
-        // lowered `bottom` before our load or left our indices alone.
+        // lowered `bottom` before our load, or found the reservation and saw
+        // that no claim from it could reach its item, or left our indices
+        // alone.
         // Relaxed on failure: we give up.
         match self.inner.head.compare_exchange(
             reserved.0,

@@ -103,6 +103,39 @@ fn steal_half_races_owner_pops() {
 }
 
 #[test]
+fn steal_half_races_owner_pops_and_pushes() {
+    // Pops that leave a pending claim alone must bound the `bottom` the
+    // thief read by the highest one stored since the last pop that found no
+    // reservation, pushes included: here a push between the pops raises it
+    // again.
+    loom::model(|| {
+        const N: usize = 4;
+        let w = Worker::new();
+        for i in 0..N {
+            w.push(i);
+        }
+        let s = w.stealer();
+        let thief = thread::spawn(move || {
+            let mine = Worker::new();
+            let mut got = Vec::new();
+            take_all(s.steal_half_into(&mine), &mine, &mut got);
+            got
+        });
+        let mut taken = Vec::new();
+        taken.extend(w.pop());
+        w.push(N);
+        for _ in 0..3 {
+            taken.extend(w.pop());
+        }
+        taken.extend(thief.join().unwrap());
+        while let Some(x) = w.pop() {
+            taken.push(x);
+        }
+        assert_exactly_once(taken, N + 1);
+    });
+}
+
+#[test]
 fn steal_half_races_steal() {
     loom::model(|| {
         const N: usize = 3;

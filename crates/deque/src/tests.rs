@@ -128,11 +128,8 @@ fn owner_catches_up_with_thieves_it_did_not_see() {
     // the word, finds two free, and writes slot 0 again.
     w.push(4);
     // SAFETY: the owner's ring pointer is live; a read of its length only.
-    assert_eq!(
-        unsafe { (*w.buffer.get()).cap() },
-        4,
-        "grew instead of reusing"
-    );
+    let cap = unsafe { (*w.buffer.get()).cap() };
+    assert_eq!(cap, 4, "grew instead of reusing");
     assert_eq!(w.pop(), Some(4));
     assert_eq!(w.pop(), Some(3));
     assert_eq!(w.pop(), Some(2));
@@ -260,14 +257,17 @@ fn index_wrap_around() {
 }
 
 /// Runs a steal-half whose claim window (hook point `at`) contains an owner
-/// that pops three of the four items the thief saw, then pushes and pops
-/// until its pop count has wrapped to the value the thief read: the deque
-/// then holds one item where the thief saw four. Returns every id handed
-/// out, by the thief and by the owner.
+/// that pops three of the four items the thief saw, then pops the last one
+/// and pushes it back until its pop count has wrapped to the value the
+/// thief read: the deque then holds one item where the thief saw four.
+/// Returns every id handed out, by the thief and by the owner.
+///
+/// Under a reservation, the first two pops leave it alone (a claim of half
+/// of at most four items cannot reach them); the third and every pop of the
+/// last item can be reached, so each fails the claim and counts.
 fn steal_across_pop_wrap(at: hook::Point) -> Vec<usize> {
     use std::cell::RefCell;
     use std::rc::Rc;
-    const CHURN: usize = usize::MAX;
     let w = Rc::new(Worker::with_capacity(4));
     for id in 0..4 {
         w.push(id);
@@ -285,12 +285,12 @@ fn steal_across_pop_wrap(at: hook::Point) -> Vec<usize> {
             for _ in 0..3 {
                 taken.borrow_mut().extend(w.pop());
             }
-            // One pop per push: 2^28 pops in all, the period of the
-            // 28-bit pop count.
-            for _ in 0..(1u32 << IDX_BITS) - 3 {
-                w.push(CHURN);
-                let churned = w.pop();
-                assert_eq!(churned, Some(CHURN));
+            // Under a reservation the third pop counted once; with these,
+            // 2^IDX_BITS counted pops in all, the pop count's period.
+            for _ in 0..(1u32 << IDX_BITS) - 1 {
+                let last = w.pop();
+                assert_eq!(last, Some(0));
+                w.push(0);
             }
         })));
     }
@@ -334,6 +334,85 @@ fn pop_count_wrap_before_reservation() {
     let mut taken = steal_across_pop_wrap(hook::Point::BeforeReserve);
     taken.sort_unstable();
     assert_eq!(taken, [0, 1, 2, 3], "an item was handed out twice or lost");
+}
+
+/// Runs a steal-half of six items whose claim window (after the thief
+/// read `bottom` = 6, so it claims ids 0, 1 and 2) contains the owner's
+/// `window`. Returns the steal's result, what it moved into the thief's
+/// deque, and the ids the owner took.
+fn steal_half_around(
+    window: impl FnMut(&Worker<usize>) -> Vec<usize> + 'static,
+) -> (Steal<usize>, Vec<usize>, Vec<usize>) {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    let w = Rc::new(Worker::with_capacity(8));
+    for id in 0..6 {
+        w.push(id);
+    }
+    let s = w.stealer();
+    let taken = Rc::new(RefCell::new(Vec::new()));
+    {
+        let (w, taken) = (w.clone(), taken.clone());
+        let mut window = Some(window);
+        hook::set(Some(Box::new(move |point| {
+            if point == hook::Point::BeforeClaim
+                && let Some(mut window) = window.take()
+            {
+                taken.borrow_mut().extend(window(&w));
+            }
+        })));
+    }
+    let mine = Worker::new();
+    let r = s.steal_half_into(&mine);
+    hook::set(None);
+    let mut moved = Vec::new();
+    while let Some(x) = mine.pop() {
+        moved.push(x);
+    }
+    let mut taken = Rc::try_unwrap(taken).unwrap().into_inner();
+    while let Some(x) = w.pop() {
+        taken.push(x);
+    }
+    (r, moved, taken)
+}
+
+#[test]
+fn a_pop_out_of_reach_of_a_pending_claim_leaves_it_alone() {
+    // The thief claims at most 3 of the 6 items it saw: the owner's pops of
+    // ids 5, 4 and 3, and a push and pop above them, cannot be reached, so
+    // the claim goes through.
+    let (r, moved, taken) = steal_half_around(|w| {
+        let mut got: Vec<usize> = (0..3).filter_map(|_| w.pop()).collect();
+        w.push(6);
+        got.extend(w.pop());
+        got
+    });
+    assert_eq!(
+        r,
+        Steal::Success(0),
+        "a pop out of the claim's reach failed it"
+    );
+    assert_eq!(moved, [2, 1]);
+    assert_eq!(taken, [5, 4, 3, 6]);
+}
+
+#[test]
+fn a_pop_a_pending_claim_can_reach_fails_it() {
+    // The fourth pop takes id 2, which the thief's claim of 3 would cover:
+    // that pop must fail the claim, though the deque held at most 4 items
+    // at any pop after a push of two more that were popped again.
+    let (r, moved, taken) = steal_half_around(|w| {
+        let mut got: Vec<usize> = (0..3).filter_map(|_| w.pop()).collect();
+        w.push(6);
+        w.push(7);
+        got.extend(w.pop());
+        got.extend(w.pop());
+        got.extend(w.pop());
+        got
+    });
+    assert_eq!(r, Steal::Retry, "a pop the claim could reach let it be");
+    assert!(moved.is_empty());
+    assert_eq!(taken, [5, 4, 3, 7, 6, 2, 1, 0]);
 }
 
 #[test]
