@@ -932,8 +932,8 @@ impl<T> Worker<T> {
     }
 
     /// Whether a pending claim under a reservation taken at `top` cannot
-    /// reach the item at `bottom - 1`, which a pop is taking; if so, notes
-    /// `bottom` in `high`.
+    /// reach the item at `bottom - 1`, which a pop is taking; if so, raises
+    /// `high` to `bottom` (when it is below).
     ///
     /// The reserving thief claims `⌈(b - top) / 2⌉` items at most, from
     /// the `b` it reads after its fence. That `b` was stored at or after
