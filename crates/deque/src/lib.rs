@@ -772,13 +772,6 @@ impl<T> Worker<T> {
         self.inner.bottom.load(Ordering::Relaxed)
     }
 
-    /// Publishes `bottom` moved up by `n` pushes.
-    #[inline]
-    fn publish_pushes(&self, n: u32) {
-        let bottom = self.bottom().wrapping_add(n) & IDX_MASK;
-        self.set_bottom(bottom);
-    }
-
     /// Sets `bottom`.
     #[inline]
     fn set_bottom(&self, bottom: u32) {
@@ -1033,7 +1026,7 @@ impl<T> Worker<T> {
             unsafe { (*buffer).write(index, next()) };
             index = index.wrapping_add(1) & IDX_MASK;
         }
-        self.publish_pushes(n as u32);
+        self.set_bottom(index);
     }
 }
 

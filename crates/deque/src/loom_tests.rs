@@ -73,33 +73,35 @@ fn pop_races_steal_for_last_item() {
     });
 }
 
+/// Four items; a thief steals half of them while the owner runs `owner`
+/// (which returns what it popped) and then pops the rest; `total` items
+/// must each be taken exactly once.
+fn steal_half_races_owner(total: usize, owner: impl Fn(&Worker<usize>) -> Vec<usize>) {
+    const N: usize = 4;
+    let w = Worker::new();
+    for i in 0..N {
+        w.push(i);
+    }
+    let s = w.stealer();
+    let thief = thread::spawn(move || {
+        let mine = Worker::new();
+        let mut got = Vec::new();
+        take_all(s.steal_half_into(&mine), &mine, &mut got);
+        got
+    });
+    let mut taken = owner(&w);
+    taken.extend(thief.join().unwrap());
+    while let Some(x) = w.pop() {
+        taken.push(x);
+    }
+    assert_exactly_once(taken, total);
+}
+
 #[test]
 fn steal_half_races_owner_pops() {
     // The reference's bug: a batch claim computed from a stale `bottom`
     // while the owner pops into it.
-    loom::model(|| {
-        const N: usize = 4;
-        let w = Worker::new();
-        for i in 0..N {
-            w.push(i);
-        }
-        let s = w.stealer();
-        let thief = thread::spawn(move || {
-            let mine = Worker::new();
-            let mut got = Vec::new();
-            take_all(s.steal_half_into(&mine), &mine, &mut got);
-            got
-        });
-        let mut taken = Vec::new();
-        for _ in 0..3 {
-            taken.extend(w.pop());
-        }
-        taken.extend(thief.join().unwrap());
-        while let Some(x) = w.pop() {
-            taken.push(x);
-        }
-        assert_exactly_once(taken, N);
-    });
+    loom::model(|| steal_half_races_owner(4, |w| (0..3).filter_map(|_| w.pop()).collect()));
 }
 
 #[test]
@@ -109,29 +111,12 @@ fn steal_half_races_owner_pops_and_pushes() {
     // reservation, pushes included: here a push between the pops raises it
     // again.
     loom::model(|| {
-        const N: usize = 4;
-        let w = Worker::new();
-        for i in 0..N {
-            w.push(i);
-        }
-        let s = w.stealer();
-        let thief = thread::spawn(move || {
-            let mine = Worker::new();
-            let mut got = Vec::new();
-            take_all(s.steal_half_into(&mine), &mine, &mut got);
-            got
-        });
-        let mut taken = Vec::new();
-        taken.extend(w.pop());
-        w.push(N);
-        for _ in 0..3 {
-            taken.extend(w.pop());
-        }
-        taken.extend(thief.join().unwrap());
-        while let Some(x) = w.pop() {
-            taken.push(x);
-        }
-        assert_exactly_once(taken, N + 1);
+        steal_half_races_owner(5, |w| {
+            let mut taken: Vec<usize> = w.pop().into_iter().collect();
+            w.push(4);
+            taken.extend((0..3).filter_map(|_| w.pop()));
+            taken
+        })
     });
 }
 

@@ -256,6 +256,57 @@ fn index_wrap_around() {
     assert_eq!(w.pop(), None);
 }
 
+/// What `steal_half_with_window` leaves: the deque, its stealer, the
+/// steal's result, the thief's deque, and the ids the owner's window took.
+struct Windowed {
+    w: std::rc::Rc<Worker<usize>>,
+    s: Stealer<usize>,
+    r: Steal<usize>,
+    mine: Worker<usize>,
+    taken: Vec<usize>,
+}
+
+/// A steal-half from a deque holding ids `0..n` (a ring of `cap` slots)
+/// whose hook point `at` runs the owner's `window` once, on the thief's
+/// thread.
+fn steal_half_with_window(
+    cap: usize,
+    n: usize,
+    at: hook::Point,
+    window: impl FnOnce(&Worker<usize>) -> Vec<usize> + 'static,
+) -> Windowed {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    let w = Rc::new(Worker::with_capacity(cap));
+    for id in 0..n {
+        w.push(id);
+    }
+    let s = w.stealer();
+    let taken = Rc::new(RefCell::new(Vec::new()));
+    {
+        let (w, taken) = (w.clone(), taken.clone());
+        let mut window = Some(window);
+        hook::set(Some(Box::new(move |point| {
+            if point == at
+                && let Some(window) = window.take()
+            {
+                taken.borrow_mut().extend(window(&w));
+            }
+        })));
+    }
+    let mine = Worker::new();
+    let r = s.steal_half_into(&mine);
+    hook::set(None);
+    let taken = Rc::try_unwrap(taken).unwrap().into_inner();
+    Windowed {
+        w,
+        s,
+        r,
+        mine,
+        taken,
+    }
+}
+
 /// Runs a steal-half whose claim window (hook point `at`) contains an owner
 /// that pops three of the four items the thief saw, then pops the last one
 /// and pushes it back until its pop count has wrapped to the value the
@@ -266,38 +317,23 @@ fn index_wrap_around() {
 /// of at most four items cannot reach them); the third and every pop of the
 /// last item can be reached, so each fails the claim and counts.
 fn steal_across_pop_wrap(at: hook::Point) -> Vec<usize> {
-    use std::cell::RefCell;
-    use std::rc::Rc;
-    let w = Rc::new(Worker::with_capacity(4));
-    for id in 0..4 {
-        w.push(id);
-    }
-    let s = w.stealer();
-    let taken = Rc::new(RefCell::new(Vec::new()));
-    {
-        let (w, taken) = (w.clone(), taken.clone());
-        let mut fired = false;
-        hook::set(Some(Box::new(move |point| {
-            if point != at || fired {
-                return;
-            }
-            fired = true;
-            for _ in 0..3 {
-                taken.borrow_mut().extend(w.pop());
-            }
-            // Under a reservation the third pop counted once; with these,
-            // 2^IDX_BITS counted pops in all, the pop count's period.
-            for _ in 0..(1u32 << IDX_BITS) - 1 {
-                let last = w.pop();
-                assert_eq!(last, Some(0));
-                w.push(0);
-            }
-        })));
-    }
-    let mine = Worker::new();
-    let r = s.steal_half_into(&mine);
-    hook::set(None);
-    let mut taken = Rc::try_unwrap(taken).unwrap().into_inner();
+    let Windowed {
+        w,
+        s,
+        r,
+        mine,
+        mut taken,
+    } = steal_half_with_window(4, 4, at, |w| {
+        let taken: Vec<usize> = (0..3).filter_map(|_| w.pop()).collect();
+        // Under a reservation the third pop counted once; with these,
+        // 2^IDX_BITS counted pops in all, the pop count's period.
+        for _ in 0..(1u32 << IDX_BITS) - 1 {
+            let last = w.pop();
+            assert_eq!(last, Some(0));
+            w.push(0);
+        }
+        taken
+    });
     drain_into_vec(r, &mine, &mut taken);
     // Bounded: a deque corrupted by a stale claim may never report empty.
     for _ in 0..4 {
@@ -341,35 +377,19 @@ fn pop_count_wrap_before_reservation() {
 /// `window`. Returns the steal's result, what it moved into the thief's
 /// deque, and the ids the owner took.
 fn steal_half_around(
-    window: impl FnMut(&Worker<usize>) -> Vec<usize> + 'static,
+    window: impl FnOnce(&Worker<usize>) -> Vec<usize> + 'static,
 ) -> (Steal<usize>, Vec<usize>, Vec<usize>) {
-    use std::cell::RefCell;
-    use std::rc::Rc;
-    let w = Rc::new(Worker::with_capacity(8));
-    for id in 0..6 {
-        w.push(id);
-    }
-    let s = w.stealer();
-    let taken = Rc::new(RefCell::new(Vec::new()));
-    {
-        let (w, taken) = (w.clone(), taken.clone());
-        let mut window = Some(window);
-        hook::set(Some(Box::new(move |point| {
-            if point == hook::Point::BeforeClaim
-                && let Some(mut window) = window.take()
-            {
-                taken.borrow_mut().extend(window(&w));
-            }
-        })));
-    }
-    let mine = Worker::new();
-    let r = s.steal_half_into(&mine);
-    hook::set(None);
+    let Windowed {
+        w,
+        r,
+        mine,
+        mut taken,
+        ..
+    } = steal_half_with_window(8, 6, hook::Point::BeforeClaim, window);
     let mut moved = Vec::new();
     while let Some(x) = mine.pop() {
         moved.push(x);
     }
-    let mut taken = Rc::try_unwrap(taken).unwrap().into_inner();
     while let Some(x) = w.pop() {
         taken.push(x);
     }
