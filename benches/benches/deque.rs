@@ -5,6 +5,10 @@
 //!
 //! * `push_pop`: one thread, `batch` pushes followed by `batch` pops per
 //!   iteration (batch 1 and batch 64). Throughput in elements.
+//! * `steal_one_thread`: one thread, `batch` pushes then steal-halves into
+//!   a second deque (each drained by pops) until the victim is empty (batch
+//!   1 and 64): a steal's own cost, with nobody racing it. Throughput in
+//!   elements.
 //! * `steal_half`: two threads. The owner (the benchmark thread) pushes
 //!   [`ITEMS`] ids per round while one thief repeatedly steals half of the
 //!   owner's deque into its own deque (one item returned, the rest moved) and
@@ -19,7 +23,8 @@
 //!   that the owner and the thieves together consumed exactly [`ITEMS`]
 //!   items whose ids sum to the expected total. After each `steal_half`
 //!   benchmark one line reports the thieves' share of the items, the items
-//!   per successful steal and the retries, so the ratios can be read against
+//!   per successful steal, the retries and the empty steals (before the
+//!   owner finished) per successful one, so the ratios can be read against
 //!   what the thieves did.
 //! * `steal_half_thieves`: `push2_pop1` with 3, 7 and 15 thieves stealing
 //!   from the one owner at once.
@@ -327,6 +332,8 @@ struct ThiefStats {
     items: u64,
     steals: u64,
     retries: u64,
+    /// Steals that found the owner's deque empty before the owner was done.
+    empties: u64,
 }
 
 impl ThiefStats {
@@ -334,6 +341,7 @@ impl ThiefStats {
         self.items += other.items;
         self.steals += other.steals;
         self.retries += other.retries;
+        self.empties += other.empties;
     }
 }
 
@@ -377,7 +385,10 @@ fn thief_loop<D: Stealing>(stealer: &D::Stealer, shared: &Shared, rounds: u64) -
                     spin_loop();
                 }
                 Stolen::Empty if owner_done => break,
-                Stolen::Empty => spin_loop(),
+                Stolen::Empty => {
+                    stats.empties += 1;
+                    spin_loop();
+                }
             }
         }
         stats.items += count;
@@ -481,13 +492,69 @@ fn steal_half_peer<D: Stealing>(
     if rounds_total > 0 {
         let items = rounds_total * ITEMS;
         println!(
-            "steal_half/{peer}/{parameter}: thieves took {:.1}% of {items} items, {:.1} items per successful steal, {} retries over {} steals",
+            "steal_half/{peer}/{parameter}: thieves took {:.1}% of {items} items, {:.1} items per successful steal, {} retries over {} steals, {:.1} empty steals per successful one",
             100.0 * stats.items as f64 / items as f64,
             stats.items as f64 / stats.steals.max(1) as f64,
             stats.retries,
             stats.steals,
+            stats.empties as f64 / stats.steals.max(1) as f64,
         );
     }
+}
+
+/// `batch` pushes, then steal-halves on the same thread until the victim
+/// is empty, each followed by pops of what it moved into the thief's own
+/// deque: what a steal costs with nobody racing it.
+fn steal_one_thread_batch<D: Stealing>(
+    owner: &D::Owner,
+    stealer: &D::Stealer,
+    local: &D::Local,
+    batch: u64,
+) {
+    for i in 0..batch {
+        if D::push(owner, black_box(i)).is_err() {
+            panic!("the victim is full: capacity too small for the batch");
+        }
+    }
+    loop {
+        match D::steal_half(stealer, local) {
+            Stolen::One(item) => {
+                black_box(item);
+                while let Some(item) = D::pop_local(local) {
+                    black_box(item);
+                }
+            }
+            Stolen::Empty => break,
+            Stolen::Retry => unreachable!("nobody races a single thread"),
+        }
+    }
+}
+
+fn steal_one_thread_peer<D: Stealing>(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    peer: &str,
+    batch: u64,
+) {
+    let owner = D::owner();
+    let stealer = D::stealer(&owner);
+    let local = D::local();
+    group.bench_function(BenchmarkId::new(peer, format!("batch{batch}")), |b| {
+        b.iter(|| steal_one_thread_batch::<D>(&owner, &stealer, &local, batch))
+    });
+}
+
+/// `batch` pushes then steal-halves until empty, all on one thread (no
+/// contention): batch 1 is the fixed cost of one steal, batch 64 the cost
+/// per item of moving batches (32, 16, 8, … items).
+fn steal_one_thread(c: &mut Criterion) {
+    let mut group = c.benchmark_group("deque/steal_one_thread");
+    for batch in [1u64, 64] {
+        group.throughput(Throughput::Elements(batch));
+        steal_one_thread_peer::<Ours>(&mut group, "ours", batch);
+        steal_one_thread_peer::<Crossbeam>(&mut group, "crossbeam", batch);
+        steal_one_thread_peer::<St3>(&mut group, "st3", batch);
+    }
+    group.finish();
 }
 
 fn steal_half(c: &mut Criterion) {
@@ -526,6 +593,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = push_pop, steal_half, steal_half_thieves
+    targets = push_pop, steal_one_thread, steal_half, steal_half_thieves
 }
 criterion_main!(benches);

@@ -230,15 +230,27 @@
 //! ## Growth and reclamation
 //!
 //! The ring doubles when full. The owner copies every occupied slot,
-//! including the in-flight ones, into the new buffer, publishes it with a
-//! Release store and retires the old one to [`crossbeam_epoch`]; thieves pin
-//! the epoch before loading the buffer pointer, so a retired buffer is freed
-//! only when no thief can still be reading it. A thief loads the buffer
-//! pointer *after* its claim: its claim synchronizes with every push up to
-//! the `bottom` it saw, and each such push happened after any growth that
-//! preceded it, so the thief sees a buffer holding its items (the old buffer
-//! is never written again once replaced, and the new one holds copies of all
-//! occupied and in-flight slots). The buffer never shrinks.
+//! including the in-flight ones, into the new buffer and publishes it with a
+//! Release store. A thief loads the buffer pointer *after* its claim: its
+//! claim synchronizes with every push up to the `bottom` it saw, and each
+//! such push happened after any growth that preceded it, so the thief sees a
+//! buffer holding its items (the old buffer is never written again once
+//! replaced, and the new one holds copies of all occupied and in-flight
+//! slots). The buffer never shrinks.
+//!
+//! The old ring is freed by the claim protocol itself, with no epochs and
+//! nothing for a thief to pin: a thief reads a ring only while it holds a
+//! claim, and so while the word's `flight` is not zero. The growth issues a
+//! SeqCst fence after publishing the new ring and loads the word (Acquire);
+//! if no thief holds a reservation or a claim, it frees the old ring (and
+//! any kept earlier) at once. The fence pairs with the thief's fence after
+//! its reservation: either the owner sees the reservation, or the thief's
+//! later load of the pointer sees the new ring; and the Acquire load reads
+//! the release of every claim that came before. A ring replaced while a
+//! claim was in flight is kept until a later growth finds none, or until
+//! the deque is dropped; kept rings are each at most half the next, so
+//! together they are smaller than the live ring. The argument in full is
+//! in the `reclaim` module.
 //!
 //! ## Limits
 //!
@@ -261,7 +273,9 @@
 //! growing push racing a thief, the owner's pushes wrapping onto (or
 //! growing past) a slot a thief is copying, push-then-pop racing a steal
 //! and `len`, and `len` racing a claim, checking that each item is taken
-//! exactly once (and, under loom, that no slot is read that holds no item).
+//! exactly once (and, under loom, that no slot is read that holds no item,
+//! nor a slot of a freed ring: under loom a freed ring is only marked so,
+//! and every slot access reads the mark).
 //! A control model runs the classic protocol's steal-half against CAS-free
 //! pops and shows loom finds the double hand-out. The pop count's period
 //! is checked by unit tests that run the owner between a thief's steps
@@ -444,6 +458,10 @@ impl Ends {
 struct Buffer<T> {
     slots: Box<[UnsafeCell<Slot<T>>]>,
     mask: usize,
+    /// Under loom, whether the ring was freed (see `reclaim`): every slot
+    /// access reads it first.
+    #[cfg(stepsched_loom)]
+    freed: UnsafeCell<bool>,
 }
 
 /// A slot's contents.
@@ -505,7 +523,18 @@ impl<T> Buffer<T> {
         Box::into_raw(Box::new(Buffer {
             slots,
             mask: cap - 1,
+            #[cfg(stepsched_loom)]
+            freed: UnsafeCell::new(false),
         }))
+    }
+
+    /// Under loom, marks the ring freed: a later slot access fails the
+    /// model (see `reclaim`).
+    #[cfg(stepsched_loom)]
+    fn mark_freed(&self) {
+        // SAFETY: only the owner writes the mark; loom checks that no
+        // slot access of another thread is unordered with this write.
+        self.freed.with_mut(|f| unsafe { *f = true });
     }
 
     #[inline]
@@ -515,6 +544,12 @@ impl<T> Buffer<T> {
 
     #[inline]
     fn slot(&self, index: u32) -> &UnsafeCell<Slot<T>> {
+        #[cfg(stepsched_loom)]
+        self.freed.with(|f| {
+            // SAFETY: a read of the mark; loom flags it if it races the
+            // owner's write in `mark_freed`.
+            assert!(!unsafe { *f }, "a slot of a freed ring was accessed");
+        });
         let i = index as usize & self.mask;
         debug_assert!(i < self.slots.len());
         // SAFETY: `slots.len() == mask + 1` (set in `alloc`, never changed),
@@ -583,11 +618,14 @@ struct Inner<T> {
     bottom: CachePadded<AtomicU32>,
     /// The current ring. Written only by the owner (on growth).
     buffer: CachePadded<AtomicPtr<Buffer<T>>>,
-    /// Rings replaced by growth, kept until the deque is dropped (loom does
-    /// not model crossbeam-epoch, so under loom reclamation is deferred to
-    /// the end).
-    #[cfg(stepsched_loom)]
+    /// Rings replaced by growth while a claim was in flight, freed at the
+    /// next growth that finds none, or with the deque (see `reclaim`).
+    /// Only the owner touches the list.
     retired: UnsafeCell<Vec<*mut Buffer<T>>>,
+    /// Under loom, rings marked freed, kept until the drop so that a read
+    /// of one is caught rather than undefined.
+    #[cfg(stepsched_loom)]
+    freed: UnsafeCell<Vec<*mut Buffer<T>>>,
 }
 
 // SAFETY: `Inner` moves `T`s between threads (push on one, pop or steal on
@@ -620,18 +658,10 @@ impl<T> Drop for Inner<T> {
             index = index.wrapping_add(1) & IDX_MASK;
         }
         // SAFETY: the live ring was allocated by `Buffer::alloc` and nobody
-        // else can reach it any more; retired rings are owned by the
-        // reclamation scheme, not by this pointer.
+        // else can reach it any more; the retired rings are in the lists
+        // `free_kept` frees, never the live one.
         drop(unsafe { Box::from_raw(buffer) });
-        #[cfg(stepsched_loom)]
-        self.retired.with_mut(|list| {
-            // SAFETY: `&mut self`: no other access to the list.
-            for old in unsafe { (*list).drain(..) } {
-                // SAFETY: retired rings came from `Buffer::alloc` and no
-                // handle remains that could read them.
-                drop(unsafe { Box::from_raw(old) });
-            }
-        });
+        reclaim::free_kept(self);
     }
 }
 
@@ -713,8 +743,9 @@ impl<T> Worker<T> {
             head: CachePadded::new(AtomicU64::new(Head::new(0, start, 0).0)),
             bottom: CachePadded::new(AtomicU32::new(start & IDX_MASK)),
             buffer: CachePadded::new(AtomicPtr::new(buffer)),
-            #[cfg(stepsched_loom)]
             retired: UnsafeCell::new(Vec::new()),
+            #[cfg(stepsched_loom)]
+            freed: UnsafeCell::new(Vec::new()),
         });
         Worker {
             inner,
@@ -1000,8 +1031,8 @@ impl<T> Worker<T> {
         // Release: a thief that loads the pointer with Acquire sees the
         // copied slots.
         self.inner.buffer.store(new, Ordering::Release);
-        // SAFETY: `old` is unlinked (the store above), was allocated by
-        // `Buffer::alloc`, and is retired once.
+        // SAFETY: we are the owner, `old` is unlinked (the store above),
+        // was allocated by `Buffer::alloc`, and is retired once.
         unsafe { reclaim::retire(&self.inner, old) };
         new
     }
@@ -1101,12 +1132,11 @@ impl<T> Stealer<T> {
             Steal::Empty => return Steal::Empty,
             Steal::Retry => return Steal::Retry,
         };
-        // Unpinned when dropped, after the release below.
-        let guard = reclaim::pin();
-        let buffer = self.load_buffer(&guard);
+        let buffer = self.load_buffer();
         // SAFETY: we claimed `top` (it is in flight, so the owner neither
-        // writes its slot nor lets the ring holding it be freed while we are
-        // pinned); `buffer` holds its item (see the module docs on growth).
+        // writes its slot nor frees a ring while we hold the claim: see
+        // `reclaim`); `buffer` holds its item (see the module docs on
+        // growth).
         let item = unsafe { (*buffer).read(top) };
         self.release(1);
         Steal::Success(item)
@@ -1158,16 +1188,15 @@ impl<T> Stealer<T> {
             Steal::Empty => return Steal::Empty,
             Steal::Retry => return Steal::Retry,
         };
-        let guard = reclaim::pin();
         // Releases the claim when dropped, also if `push_batch` panics (the
         // thief's own deque at its capacity limit): the victim must not keep
         // the claim in flight for ever. Items not yet copied out are then
         // leaked, never dropped twice. Dropped at the end of this call,
-        // after every read and before the unpin, as in `steal`.
+        // after every read, as the release in `steal`.
         let _release = ReleaseOnDrop { stealer: self, n };
-        let buffer = self.load_buffer(&guard);
+        let buffer = self.load_buffer();
         // SAFETY: as in `steal`: `top..top + n` are claimed by us and held
-        // by `buffer`, which stays alive while we are pinned.
+        // by `buffer`, which is not freed while we hold the claim.
         let first = unsafe { (*buffer).read(top) };
         let mut index = top;
         dst.push_batch(n as usize - 1, || {
@@ -1302,9 +1331,10 @@ impl<T> Stealer<T> {
         self.inner.head.fetch_and(!FLIGHT_MASK, Ordering::Relaxed);
     }
 
-    /// Loads the current ring while pinned.
+    /// Loads the current ring; only under a claim (after the claiming
+    /// CAS), which keeps it from being freed (see `reclaim`).
     #[inline]
-    fn load_buffer(&self, _guard: &reclaim::Guard) -> *mut Buffer<T> {
+    fn load_buffer(&self) -> *mut Buffer<T> {
         // Acquire: synchronizes with the Release store in `grow`, so the
         // slots it copied are visible.
         self.inner.buffer.load(Ordering::Acquire)

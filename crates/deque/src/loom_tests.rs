@@ -7,7 +7,10 @@
 //! deque and drained at the end. Loom additionally flags any unsynchronized
 //! access to a slot (`UnsafeCell`) as a data race, and under loom a slot
 //! records whether it holds an item, so reading one that does not (a ring
-//! grown without an in-flight slot) panics. Models with a concurrent `len`
+//! grown without an in-flight slot) panics, and a ring freed by a growth
+//! is only marked freed, with every slot access reading the mark, so a
+//! read of a freed ring fails too (as a race with the marking, or as a
+//! failed assertion). Models with a concurrent `len`
 //! or steal also check it against the lengths the deque really had.
 //!
 //! `xtask/mutants/deque.txt` names, for each critical ordering, CAS and

@@ -435,6 +435,56 @@ fn a_pop_a_pending_claim_can_reach_fails_it() {
     assert_eq!(taken, [5, 4, 3, 7, 6, 2, 1, 0]);
 }
 
+/// How many replaced rings the deque keeps (see `reclaim`).
+fn kept_rings<T>(w: &Worker<T>) -> usize {
+    // SAFETY: the owner's thread, between its calls: nothing else touches
+    // the list.
+    w.inner.retired.with(|list| unsafe { (*list).len() })
+}
+
+#[test]
+fn rings_replaced_under_a_reservation_are_kept_until_a_growth_sees_none() {
+    // The owner grows a two-slot ring twice (2 → 4 → 8) while the thief
+    // holds the claim reservation (it has read `bottom` 2 already): the
+    // thief may still load either old ring, so both are kept. Its claim, of
+    // one item, is then read from the new ring. The
+    // next growth, with no claim in flight, frees both and the ring it
+    // replaces at once.
+    let Windowed {
+        w, r, mine, taken, ..
+    } = steal_half_with_window(2, 2, hook::Point::BeforeClaim, |w| {
+        for id in 2..6 {
+            w.push(id);
+        }
+        Vec::new()
+    });
+    assert_eq!(r, Steal::Success(0));
+    assert_eq!(
+        kept_rings(&w),
+        2,
+        "a ring a reserving thief may load was freed"
+    );
+    assert!(taken.is_empty());
+    let mut all = vec![0];
+    while let Some(id) = mine.pop() {
+        all.push(id);
+    }
+    assert_eq!(all.len(), 1, "the claim covers half of the two items seen");
+    for id in 6..12 {
+        w.push(id);
+    }
+    assert_eq!(
+        kept_rings(&w),
+        0,
+        "a growth with no claim in flight kept rings"
+    );
+    while let Some(id) = w.pop() {
+        all.push(id);
+    }
+    all.sort_unstable();
+    assert_eq!(all, (0..12).collect::<Vec<_>>());
+}
+
 #[test]
 fn stealer_len_is_a_real_length() {
     // Between the stealer's reads, the owner pushes and pops in bursts of
