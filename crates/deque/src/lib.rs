@@ -134,7 +134,7 @@
 //! and load (nothing on a deque it knows to be empty), plus a CAS only when
 //! a thief holds the reservation at that instant and its claim could reach
 //! the popped item; a steal is two CASes, a
-//! fence and a `fetch_sub`. `benches/` measures them against
+//! fence and a store. `benches/` measures them against
 //! crossbeam-deque and st3.
 //!
 //! ## The pop count's period
@@ -179,8 +179,14 @@
 //! read racing the owner's writes (crossbeam-deque reads the slot first and
 //! discards the copy if its CAS fails, a data race that the Rust memory model
 //! does not allow). The claiming CAS sets `flight = n`; the thief then
-//! copies the `n` claimed slots out and releases them with `fetch_sub(n)`
-//! (Release). While `flight` is non-zero:
+//! copies the `n` claimed slots out and releases them with a Release
+//! *store* of the word with `flight` back at zero. A store suffices, and is
+//! a locked instruction fewer than an RMW: while `flight` counts a claim,
+//! nobody else writes the word (other thieves' CASes expect `flight == 0`,
+//! and pops change it only when they find a reservation). The next thief's
+//! SeqCst fence, after its reservation CAS read that store (or an RMW after
+//! it), acquires it, so each release carries the reads of every earlier
+//! claim to whoever acquires it. While `flight` is non-zero:
 //!
 //! * the owner counts the claimed slots `[top - n, top)` as occupied, so
 //!   `push` never overwrites a slot a thief is still reading (it grows the
@@ -269,8 +275,9 @@
 //! weaker model, and the ledger shows each fence is needed even under the
 //! stronger one),
 //! steal-half racing several pops (with a push between them, too),
-//! steal-half racing another steal, a
-//! growing push racing a thief, the owner's pushes wrapping onto (or
+//! steal-half racing another steal, two
+//! thieves' claims one after the other with the owner wrapping onto both
+//! slots (each release is a plain store), a growing push racing a thief, the owner's pushes wrapping onto (or
 //! growing past) a slot a thief is copying, push-then-pop racing a steal
 //! and `len`, and `len` racing a claim, checking that each item is taken
 //! exactly once (and, under loom, that no slot is read that holds no item,
@@ -851,7 +858,8 @@ impl<T> Worker<T> {
         // SAFETY: the slot for `bottom` is free: every slot in use lies in
         // `[seen_lowest, bottom)`, which is shorter than the ring, and
         // every slot below `seen_lowest` was released by an Acquire load
-        // that read the thief's Release `fetch_sub`, so its reads happen
+        // that read a thief's release of its claim (or a later value that
+        // carries it, as the module docs show), so its reads happen
         // before our write. The range only moves up while we hold the owner
         // role. No thief reads a slot before claiming it, and claims end
         // below `bottom`.
@@ -996,8 +1004,9 @@ impl<T> Worker<T> {
     #[cold]
     #[inline(never)]
     fn grow(&self, extra: usize) -> *mut Buffer<T> {
-        // Acquire: synchronizes with the Release `fetch_sub` by which a
-        // thief released its claim, so its reads of those slots happen
+        // Acquire: synchronizes with the Release store by which a thief
+        // released its claim (and, through it, every earlier one), so its
+        // reads of those slots happen
         // before our later writes may reuse one of them (`push` relies on
         // `seen_lowest` for that).
         let ends = self.ends(Ordering::Acquire);
@@ -1127,7 +1136,7 @@ impl<T> Stealer<T> {
     /// assert_eq!(w.stealer().steal(), Steal::Success(1));
     /// ```
     pub fn steal(&self) -> Steal<T> {
-        let (top, _) = match self.claim(1) {
+        let (top, _, claimed) = match self.claim(1) {
             Steal::Success(claim) => claim,
             Steal::Empty => return Steal::Empty,
             Steal::Retry => return Steal::Retry,
@@ -1138,7 +1147,7 @@ impl<T> Stealer<T> {
         // `reclaim`); `buffer` holds its item (see the module docs on
         // growth).
         let item = unsafe { (*buffer).read(top) };
-        self.release(1);
+        self.release(claimed);
         Steal::Success(item)
     }
 
@@ -1183,7 +1192,7 @@ impl<T> Stealer<T> {
     /// ```
     pub fn steal_half_into_with_limit(&self, dst: &Worker<T>, limit: usize) -> Steal<T> {
         let limit = limit.clamp(1, MAX_STEAL_LIMIT);
-        let (top, n) = match self.claim(limit) {
+        let (top, n, claimed) = match self.claim(limit) {
             Steal::Success(claim) => claim,
             Steal::Empty => return Steal::Empty,
             Steal::Retry => return Steal::Retry,
@@ -1193,7 +1202,10 @@ impl<T> Stealer<T> {
         // the claim in flight for ever. Items not yet copied out are then
         // leaked, never dropped twice. Dropped at the end of this call,
         // after every read, as the release in `steal`.
-        let _release = ReleaseOnDrop { stealer: self, n };
+        let _release = ReleaseOnDrop {
+            stealer: self,
+            claimed,
+        };
         let buffer = self.load_buffer();
         // SAFETY: as in `steal`: `top..top + n` are claimed by us and held
         // by `buffer`, which is not freed while we hold the claim.
@@ -1253,7 +1265,7 @@ impl<T> Stealer<T> {
     /// `flight = n`. The second succeeds only if no pop found the
     /// reservation in between (see the module docs).
     #[inline]
-    fn claim(&self, limit: usize) -> Steal<(u32, u64)> {
+    fn claim(&self, limit: usize) -> Steal<(u32, u64, Head)> {
         // Relaxed: a thief reads only slots it claimed, below a `bottom` it
         // loads with Acquire after its fence; nothing it reads was published
         // through this word.
@@ -1274,8 +1286,12 @@ impl<T> Stealer<T> {
         let reserved = Head(head.0 | RESERVED);
         // Relaxed: as the load above; the reservation only has to be one
         // atomic step in the word's order, which the fence below then
-        // orders against the pops' fences. Relaxed on failure: we give up
-        // without reading anything.
+        // orders against the pops' fences. The fence also acquires the
+        // word's last release, which this CAS read (or a read-modify-write
+        // after it): a release is a plain store (see `release`), which no
+        // later release continues, so the earlier thief's reads of its
+        // slots reach the owner's Acquire loads through our own release.
+        // Relaxed on failure: we give up without reading anything.
         if self
             .inner
             .head
@@ -1315,7 +1331,7 @@ impl<T> Stealer<T> {
             Ordering::Relaxed,
             Ordering::Relaxed,
         ) {
-            Ok(_) => Steal::Success((ends.top, n)),
+            Ok(_) => Steal::Success((ends.top, n, new)),
             Err(_) => {
                 self.unreserve();
                 Steal::Retry
@@ -1340,26 +1356,43 @@ impl<T> Stealer<T> {
         self.inner.buffer.load(Ordering::Acquire)
     }
 
-    /// Ends a claim of `n` items once they are copied out.
+    /// Ends a claim once its items are copied out: `claimed` is the word
+    /// the claiming CAS wrote.
+    ///
+    /// A plain store, not a read-modify-write: while `flight` counts a
+    /// claim, nobody else writes the word (other thieves' CASes expect
+    /// `flight == 0`, and pops change it only when they find a
+    /// reservation), so it still holds `claimed`, and the store only takes
+    /// `flight` back to zero.
     #[inline]
-    fn release(&self, n: u64) {
+    fn release(&self, claimed: Head) {
+        debug_assert!(claimed.in_flight() != 0, "released a word without a claim");
+        debug_assert_eq!(
+            self.inner.head.load(Ordering::Relaxed),
+            claimed.0,
+            "the word changed under a claim"
+        );
         // Release: our reads of the claimed slots happen before the owner's
-        // next write of them (its Acquire load in `push` reads this value or
-        // a later one).
-        self.inner.head.fetch_sub(n, Ordering::Release);
+        // next write of them (its Acquire load in `push` reads this value,
+        // a later read-modify-write of it, or the release of a later thief,
+        // whose fence after its reservation acquired this one).
+        self.inner
+            .head
+            .store(claimed.0 & !FLIGHT_MASK, Ordering::Release);
     }
 }
 
-/// Ends a claim of `n` items when dropped (see `steal_half_into_with_limit`).
+/// Ends a claim when dropped (see `steal_half_into_with_limit`).
 struct ReleaseOnDrop<'a, T> {
     stealer: &'a Stealer<T>,
-    n: u64,
+    /// The word the claiming CAS wrote.
+    claimed: Head,
 }
 
 impl<T> Drop for ReleaseOnDrop<'_, T> {
     #[inline]
     fn drop(&mut self) {
-        self.stealer.release(self.n);
+        self.stealer.release(self.claimed);
     }
 }
 

@@ -265,6 +265,38 @@ fn owner_wraps_onto_slots_a_thief_copied() {
 }
 
 #[test]
+fn owner_reuses_slots_two_thieves_copied() {
+    // Two thieves each steal one item of a full two-slot ring, one claim
+    // after the other; the owner then pushes two more, which wrap onto
+    // both slots once it has read the later thief's release. That release
+    // is a plain store: the earlier thief's reads of its slot reach the
+    // owner only because the later thief's fence, after its reservation
+    // read that store, acquired them (loom flags the owner's write of that
+    // slot otherwise).
+    loom::model(|| {
+        let w = Worker::with_capacity(2);
+        w.push(0usize);
+        w.push(1);
+        let thieves: Vec<_> = (0..2)
+            .map(|_| {
+                let s = w.stealer();
+                thread::spawn(move || s.steal().success())
+            })
+            .collect();
+        w.push(2);
+        w.push(3);
+        let mut taken = Vec::new();
+        for thief in thieves {
+            taken.extend(thief.join().unwrap());
+        }
+        while let Some(x) = w.pop() {
+            taken.push(x);
+        }
+        assert_exactly_once(taken, 4);
+    });
+}
+
+#[test]
 fn push_then_pop_races_a_steal() {
     // An item stays in the deque while the owner pushes and pops another
     // above it: the steal may lose a race (Retry) but never reports the

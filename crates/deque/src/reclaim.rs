@@ -5,7 +5,7 @@
 //!
 //! A thief reads a ring only while it holds a claim: it loads the ring
 //! pointer after its claiming CAS and reads the claimed slots before its
-//! `fetch_sub` gives them back, so from its reservation to that release the
+//! Release store gives them back, so from its reservation to that release the
 //! word's `flight` is non-zero (only the reserving thief takes `flight` back
 //! to zero; pops copy it, and other thieves' CASes expect zero). At most one
 //! thief holds it at a time, so "no thief is reading a ring" is a fact the
@@ -18,9 +18,11 @@
 //! with the deque). Take any thief and the value `v` that load read:
 //!
 //! * `v` comes after the thief's release in the word's order. Every write
-//!   of the word is a read-modify-write, so `v` is in the release sequence
-//!   of the thief's Release `fetch_sub`, and the Acquire load synchronizes
-//!   with it: the thief's reads of any ring happen before the free.
+//!   of the word but a release is a read-modify-write, so `v` is either in
+//!   the release sequence of the thief's release, or at or after a later
+//!   thief's release, whose fence acquired the earlier one (its
+//!   reservation CAS read a value of that sequence). Either way the Acquire
+//!   load carries the thief's reads of any ring before the free.
 //! * `v` comes before the thief's reservation. Then the owner's fence
 //!   precedes the thief's in the single order of SeqCst fences (were it
 //!   the other way, the load after the owner's fence would read the
@@ -70,8 +72,9 @@ pub(crate) unsafe fn retire<T>(inner: &Inner<T>, old: *mut Buffer<T>) {
     // claim reservation (see the module docs): either our load below sees
     // its reservation, or its load of the ring pointer sees our new ring.
     fence(Ordering::SeqCst);
-    // Acquire: synchronizes with the Release `fetch_sub` of the last thief
-    // that released a claim, so its reads of any ring happen before a free.
+    // Acquire: synchronizes with the release of the last thief that
+    // released a claim (which carries every earlier one), so their reads of
+    // any ring happen before a free.
     let head = Head(inner.head.load(Ordering::Acquire));
     inner.retired.with_mut(|list| {
         // SAFETY: only the owner touches the list (the caller's contract),
