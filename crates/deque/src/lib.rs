@@ -126,8 +126,10 @@
 //! The owner's Release stores of `bottom` (by pushes, pops and a pop's
 //! undo alike) publish every slot it wrote before; the thief's Acquire load
 //! of `bottom` after its fence makes the slots it claims visible. The word
-//! itself publishes nothing, so thieves and pops read and change it with
-//! Relaxed orderings.
+//! publishes no slot the owner wrote, so thieves and pops read and change
+//! it with Relaxed orderings; the one thing it carries is the other way,
+//! thieves' reads of slots they claimed, to the owner (see *Claim, then
+//! copy*).
 //!
 //! The cost: `push` pays a slot write and a store, reading the word only
 //! when the ring may be full; `pop` pays the classic deque's store, fence
@@ -642,7 +644,8 @@ unsafe impl<T: Send> Send for Inner<T> {}
 // SAFETY: shared access goes through atomics and the claim protocol
 // documented at the top of this module, which gives each slot access to one
 // thread at a time; values of `T` only ever move, never get shared, so
-// `T: Send` is enough.
+// `T: Send` is enough. The lists of kept rings (`retired`, and `freed`
+// under loom) are touched only by the owner, or by `Drop` with `&mut`.
 unsafe impl<T: Send> Sync for Inner<T> {}
 
 impl<T> Drop for Inner<T> {
@@ -1343,7 +1346,10 @@ impl<T> Stealer<T> {
     #[cold]
     fn unreserve(&self) {
         // Relaxed: we read no slot under the reservation, so there is
-        // nothing to publish.
+        // nothing to publish. It must stay a read-modify-write, as must the
+        // pops' and the claims' CASes: a release is a plain store, and only
+        // read-modify-writes after it continue its release sequence, which
+        // the owner's Acquire loads of the word rely on.
         self.inner.head.fetch_and(!FLIGHT_MASK, Ordering::Relaxed);
     }
 
@@ -1373,9 +1379,10 @@ impl<T> Stealer<T> {
             "the word changed under a claim"
         );
         // Release: our reads of the claimed slots happen before the owner's
-        // next write of them (its Acquire load in `push` reads this value,
-        // a later read-modify-write of it, or the release of a later thief,
-        // whose fence after its reservation acquired this one).
+        // next write of them, or its free of the ring (its Acquire load in
+        // `grow` or `reclaim::retire` reads this value, a later
+        // read-modify-write of it, or the release of a later thief, whose
+        // fence after its reservation acquired this one).
         self.inner
             .head
             .store(claimed.0 & !FLIGHT_MASK, Ordering::Release);

@@ -72,9 +72,9 @@ pub(crate) unsafe fn retire<T>(inner: &Inner<T>, old: *mut Buffer<T>) {
     // claim reservation (see the module docs): either our load below sees
     // its reservation, or its load of the ring pointer sees our new ring.
     fence(Ordering::SeqCst);
-    // Acquire: synchronizes with the release of the last thief that
-    // released a claim (which carries every earlier one), so their reads of
-    // any ring happen before a free.
+    // Acquire: synchronizes with the release heading the release sequence
+    // the value belongs to (which carries every earlier release through the
+    // thieves' fences), so their reads of any ring happen before a free.
     let head = Head(inner.head.load(Ordering::Acquire));
     inner.retired.with_mut(|list| {
         // SAFETY: only the owner touches the list (the caller's contract),
