@@ -253,8 +253,8 @@
 //! if no thief holds a reservation or a claim, it frees the old ring (and
 //! any kept earlier) at once. The fence pairs with the thief's fence after
 //! its reservation: either the owner sees the reservation, or the thief's
-//! later load of the pointer sees the new ring; and the Acquire load reads
-//! the release of every claim that came before. A ring replaced while a
+//! later load of the pointer sees the new ring; and the Acquire load
+//! carries the release of every claim that came before. A ring replaced while a
 //! claim was in flight is kept until a later growth finds none, or until
 //! the deque is dropped; kept rings are each at most half the next, so
 //! together they are smaller than the live ring. The argument in full is
@@ -277,9 +277,9 @@
 //! weaker model, and the ledger shows each fence is needed even under the
 //! stronger one),
 //! steal-half racing several pops (with a push between them, too),
-//! steal-half racing another steal, two
-//! thieves' claims one after the other with the owner wrapping onto both
-//! slots (each release is a plain store), a growing push racing a thief, the owner's pushes wrapping onto (or
+//! steal-half racing another steal, two thieves' claims one after the other
+//! with the owner wrapping onto both slots (each release is a plain store),
+//! a growing push racing a thief, the owner's pushes wrapping onto (or
 //! growing past) a slot a thief is copying, push-then-pop racing a steal
 //! and `len`, and `len` racing a claim, checking that each item is taken
 //! exactly once (and, under loom, that no slot is read that holds no item,
@@ -1009,9 +1009,8 @@ impl<T> Worker<T> {
     fn grow(&self, extra: usize) -> *mut Buffer<T> {
         // Acquire: synchronizes with the Release store by which a thief
         // released its claim (and, through it, every earlier one), so its
-        // reads of those slots happen
-        // before our later writes may reuse one of them (`push` relies on
-        // `seen_lowest` for that).
+        // reads of those slots happen before our later writes may reuse one
+        // of them (`push` relies on `seen_lowest` for that).
         let ends = self.ends(Ordering::Acquire);
         self.seen_top.set(ends.top);
         self.seen_lowest.set(ends.lowest());
@@ -1259,8 +1258,9 @@ impl<T> Stealer<T> {
     }
 
     /// Claims the `⌈len/2⌉` oldest items, at most `limit`. On success
-    /// returns the first claimed index and the count; the caller must copy
-    /// the items out and then call `release`.
+    /// returns the first claimed index, the count and the word the claim
+    /// wrote; the caller must copy the items out and then call `release`
+    /// with that word.
     ///
     /// Two CASes and a SeqCst fence: the first CAS takes the claim
     /// reservation (`flight` 0 → [`RESERVED`]), the fence orders it before
