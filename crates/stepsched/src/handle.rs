@@ -101,10 +101,24 @@ impl<P: SchedProcess> Handle<P> {
     pub fn submit(
         &self,
         pid: Pid,
-        mut process: P,
+        process: P,
         method: &str,
         input: P::Input,
     ) -> Result<JoinHandle<P>, SubmitError<P>> {
+        let slot = self.publish(pid, process, method, input)?;
+        Ok(self.start(slot))
+    }
+
+    /// `submit` up to its first run queue: reserves, initializes and
+    /// registers the process, and returns its slot (the reference `start`
+    /// or `start_detached` takes).
+    fn publish(
+        &self,
+        pid: Pid,
+        mut process: P,
+        method: &str,
+        input: P::Input,
+    ) -> Result<SlotArc<Slot<P>>, SubmitError<P>> {
         let core = &self.core;
         // Reserve first, then check: concurrent submits cannot overshoot.
         // SeqCst: `unpublished` pairs with shutdown's wait (see
@@ -136,12 +150,23 @@ impl<P: SchedProcess> Handle<P> {
             return Err(SubmitError::DuplicatePid(pid, process));
         }
         trace::debug!(pid = %pid, method, "process submitted");
-        Ok(self.start(slot))
+        Ok(slot)
     }
 
     /// Starts a registered, initialized process that holds a reservation
-    /// (see `submit`): the start hook, then its first run queue.
+    /// (see `submit`): the start hook, then its first run queue; returns a
+    /// handle to join it.
     pub(crate) fn start(&self, slot: SlotArc<Slot<P>>) -> JoinHandle<P> {
+        let handle = JoinHandle::new(slot.clone());
+        self.start_detached(slot);
+        handle
+    }
+
+    /// As [`start`](Self::start), without a join handle (a spawn from a
+    /// step returns only the PID): the reference passed in goes to the
+    /// run queue with the task, so starting costs no reference-count
+    /// change.
+    fn start_detached(&self, slot: SlotArc<Slot<P>>) {
         let core = &self.core;
         let pid = slot.pid;
         // Relaxed: a statistics counter.
@@ -151,7 +176,6 @@ impl<P: SchedProcess> Handle<P> {
         {
             trace::debug!(pid = %pid, "start hook panicked");
         }
-        let handle = JoinHandle::new(slot.clone());
         // Dekker with shutdown, twice. Shutdown stores `stopping` then
         // sweeps the routes to send cancel events, and later stores
         // `forcing` then sweeps them to force what is left; we registered
@@ -163,16 +187,23 @@ impl<P: SchedProcess> Handle<P> {
             // The forcing sweep may have missed us, and the workers may be
             // stopping: end the process here.
             Slot::force(&slot, FORCED_CANCELLED);
-            return handle;
+            return;
         }
         let stopping = core.stopping.load(Ordering::SeqCst);
-        if core.pool().submit(Task::new(slot.clone())).is_err() {
+        // Once queued, the task may run and release its reference at once:
+        // keep one for the cancel below (only while stopping).
+        let cancel = stopping.then(|| slot.clone());
+        match core.pool().submit(Task::new(slot)) {
             // The workers are gone: end the process here.
-            Slot::force(&slot, FORCED_CANCELLED);
-        } else if stopping {
-            Slot::send_cancel(&slot);
+            Err(refused) => {
+                Slot::force(&refused.into_inner().0, FORCED_CANCELLED);
+            }
+            Ok(()) => {
+                if let Some(slot) = cancel {
+                    Slot::send_cancel(&slot);
+                }
+            }
         }
-        handle
     }
 
     /// Sends `message` to process `pid`: pushes a message event and wakes
@@ -509,7 +540,9 @@ impl<P: SchedProcess> Reach<P> for Handle<P> {
 
     fn spawn(&self, child: P, method: &str, input: P::Input) -> Result<Pid, SubmitError<P>> {
         let pid = self.allocate_pid();
-        self.submit(pid, child, method, input).map(|_| pid)
+        let slot = self.publish(pid, child, method, input)?;
+        self.start_detached(slot);
+        Ok(pid)
     }
 
     fn terminate(&self, pid: Pid) -> Result<(), TerminateError> {
