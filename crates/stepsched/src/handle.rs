@@ -16,7 +16,7 @@ use crate::join::JoinHandle;
 use crate::primitive::sync::atomic::{Ordering, fence};
 use crate::primitive::sync::{Arc, SlotArc};
 use crate::scheduler::Shutdown;
-use crate::slot::{Core, FORCED_CANCELLED, FORCED_TERMINATED, Slot, Task, init_caught};
+use crate::slot::{Core, FORCED_CANCELLED, FORCED_TERMINATED, Slot, Task, bump, init_caught};
 use crate::trace;
 
 /// A cloneable handle to a scheduler, for use anywhere — in handlers, in
@@ -169,8 +169,10 @@ impl<P: SchedProcess> Handle<P> {
     fn start_detached(&self, slot: SlotArc<Slot<P>>) {
         let core = &self.core;
         let pid = slot.pid;
-        // Relaxed: a statistics counter.
-        core.submitted.fetch_add(1, Ordering::Relaxed);
+        // On a worker, its own counter line (a plain add, no locked
+        // instruction); from other threads, a shared line.
+        let (line, owned) = core.counter_line(core.pool().current_worker());
+        bump(&line.submitted, owned);
         if let Some(hook) = &core.on_start
             && catch_unwind(AssertUnwindSafe(|| hook(pid))).is_err()
         {

@@ -144,6 +144,8 @@ pub(crate) struct Core<P: Process + 'static> {
     /// the scheduler). Read only when a PID of another node has no local
     /// route, never on a local send.
     pub(crate) remote: std::sync::RwLock<Option<RemoteRoute<P::Message>>>,
+    /// Group members forced at submit (see `group`); every started process
+    /// is counted on its submitter's counter line instead (`Counters::submitted`).
     pub(crate) submitted: CachePadded<AtomicU64>,
     /// Steps, results and phase transitions, one cache line per worker
     /// (plus [`SHARED_LINES`] for other threads), so workers never contend
@@ -205,6 +207,9 @@ impl<P: Process + 'static> Batches<P> {
 /// A submitted process enters Ready (counted by `Core::submitted`).
 #[derive(Default)]
 pub(crate) struct Counters {
+    /// Processes submitted (entered Ready) by this line's thread; added to
+    /// `Core::submitted` (which counts the rest) in the totals.
+    pub(crate) submitted: AtomicU64,
     pub(crate) steps: AtomicU64,
     /// Message events handed to steps (counted by the worker that drained
     /// them, so every message received is counted once).
@@ -276,6 +281,8 @@ pub(crate) struct Phases {
 /// Totals of every line.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Totals {
+    /// Processes submitted: the lines' counts and the one passed in.
+    pub(crate) submitted: u64,
     pub(crate) steps: u64,
     pub(crate) messages: u64,
     pub(crate) completed: u64,
@@ -306,6 +313,7 @@ impl CounterLines {
                 .map(|l| f(l).load(Ordering::Relaxed))
                 .fold(0u64, u64::wrapping_add)
         };
+        let submitted = submitted.wrapping_add(sum(&|c| &c.submitted));
         let started = sum(&|c| &c.started);
         let requeued = sum(&|c| &c.requeued);
         let parked_blocked = sum(&|c| &c.parked_blocked);
@@ -343,6 +351,7 @@ impl CounterLines {
             idle: count(parked_idle, woken_idle.wrapping_add(forced(FORCED_IDLE))),
         };
         Totals {
+            submitted,
             steps: sum(&|c| &c.steps),
             messages: sum(&|c| &c.messages),
             completed: sum(&|c| &c.completed),

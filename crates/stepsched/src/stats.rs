@@ -102,8 +102,8 @@ impl<P: SchedProcess> Handle<P> {
     pub fn stats(&self) -> Stats {
         let core = &self.core;
         // Relaxed: a snapshot of independent counters.
-        let submitted = core.submitted.load(Ordering::Relaxed);
-        let totals = core.counters.totals(submitted);
+        let totals = core.counters.totals(core.submitted.load(Ordering::Relaxed));
+        let submitted = totals.submitted;
         Stats {
             workers: core.pool().stats(),
             ready: totals.phases.ready,

@@ -152,6 +152,10 @@ fn a_step_spawns_children_and_sees_spawn_errors() {
     let mut expected = vec![(pid, Ok(child_number)), (child, Ok(7))];
     expected.sort();
     assert_eq!(seen, expected);
+    // The child was submitted from a worker (counted on that worker's
+    // line), the parent from outside; the refused spawn not at all.
+    let stats = s.stats();
+    assert_eq!((stats.submitted, stats.completed), (2, 2));
 }
 
 #[test]
