@@ -183,27 +183,12 @@ fn pop_and_push_race_a_copying_thief() {
     // into the freed slots: the owner must never write a slot still in
     // flight (loom flags the race on the cell if it does).
     loom::model(|| {
-        let w = Worker::with_capacity(4);
-        for i in 0..4usize {
-            w.push(i);
-        }
-        let s = w.stealer();
-        let thief = thread::spawn(move || {
-            let mine = Worker::new();
-            let mut got = Vec::new();
-            take_all(s.steal_half_into(&mine), &mine, &mut got);
-            got
-        });
-        let mut taken = Vec::new();
-        taken.extend(w.pop());
-        taken.extend(w.pop());
-        w.push(4);
-        w.push(5);
-        taken.extend(thief.join().unwrap());
-        while let Some(x) = w.pop() {
-            taken.push(x);
-        }
-        assert_exactly_once(taken, 6);
+        steal_half_races_owner(6, |w| {
+            let taken: Vec<usize> = (0..2).filter_map(|_| w.pop()).collect();
+            w.push(4);
+            w.push(5);
+            taken
+        })
     });
 }
 
