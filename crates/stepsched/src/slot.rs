@@ -204,7 +204,8 @@ impl<P: Process + 'static> Batches<P> {
 /// Phase counts are not stored: each is summed at read time from the
 /// transitions into and out of its phase ([`CounterLines::totals`]). Every
 /// transition is counted by the thread that made it, on that thread's line.
-/// A submitted process enters Ready (counted by `Core::submitted`).
+/// A submitted process enters Ready (counted by `submitted` on the
+/// submitter's line, or by `Core::submitted` for forced group members).
 #[derive(Default)]
 pub(crate) struct Counters {
     /// Processes submitted (entered Ready) by this line's thread; added to
