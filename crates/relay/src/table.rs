@@ -6,10 +6,11 @@
 //! shard; register and unregister write-lock one shard. Senders to different
 //! processes therefore rarely meet, unlike a single `RwLock<HashMap>` whose
 //! one reader count every lookup writes to. The default hasher,
-//! [`RouteBuildHasher`], lays sequential PIDs out in runs of 64 per shard and
-//! in neighbouring buckets within a shard, so a scheduler that registers and
-//! removes PIDs roughly in the order it hands them out touches few cache
-//! lines, and its submitting thread and its workers lock different shards.
+//! [`RouteBuildHasher`], lays sequential PIDs out in runs per shard (64 by
+//! default, 1 for a table many threads write at once) and in neighbouring
+//! buckets within a shard, so a scheduler that registers and removes PIDs
+//! roughly in the order it hands them out touches few cache lines, and its
+//! submitting thread and its workers lock different shards.
 //!
 //! No lock is held while a target's [`Receiver::send`] runs: `send` clones
 //! the target out of the shard and releases the lock first, so a target may

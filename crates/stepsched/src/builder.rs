@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 
 use stepsched_pool::{Pool, WorkerContext};
 use stepsched_process::{Error, Pid, Process};
-use stepsched_relay::{PidAllocator, RoutingTable};
+use stepsched_relay::{PidAllocator, RouteBuildHasher, RoutingTable};
 
 use crate::SchedProcess;
 use crate::handle::Handle;
@@ -405,7 +405,7 @@ impl<P: SchedProcess> Builder<P> {
         let core = Arc::new(Core {
             shared: Arc::new(Shared::new()),
             pool: OnceLock::new(),
-            routes: RoutingTable::new(),
+            routes: RoutingTable::with_hasher(route_layout(workers)),
             pids: CachePadded::new(PidAllocator::new(self.node)),
             max_processes: self.max_processes,
             live: CachePadded::new(AtomicUsize::new(0)),
@@ -472,5 +472,33 @@ impl<P: SchedProcess> fmt::Debug for Builder<P> {
             .field("max_processes", &self.max_processes)
             .field("handlers", &self.handlers.keys().collect::<Vec<_>>())
             .finish_non_exhaustive()
+    }
+}
+
+/// The routing table's layout for `workers` workers (see
+/// `stepsched_relay::RouteHasher`): runs of 64 consecutive PIDs per shard
+/// while one worker and a submitter share the table, so each keeps a
+/// shard's lock in its own cache for 64 operations; runs of 1 beyond, so
+/// that the workers removing recent PIDs and the submitter do not all
+/// queue on one shard's write lock. Measured on 16 CPUs and on 2 (see
+/// `docs/benchmarks.md`, "Sixteen cores, second visit").
+fn route_layout(workers: usize) -> RouteBuildHasher {
+    if workers <= 2 {
+        RouteBuildHasher::default()
+    } else {
+        RouteBuildHasher::runs_of(1)
+    }
+}
+
+#[cfg(all(test, not(stepsched_loom)))]
+mod route_layout_tests {
+    use super::route_layout;
+
+    #[test]
+    fn runs_of_64_up_to_two_workers_then_runs_of_1() {
+        assert_eq!(route_layout(1).run(), 64);
+        assert_eq!(route_layout(2).run(), 64);
+        assert_eq!(route_layout(3).run(), 1);
+        assert_eq!(route_layout(16).run(), 1);
     }
 }
