@@ -75,7 +75,9 @@
 //!
 //! Results go to standard output as Markdown (what `cargo xtask bench
 //! scaling --write-doc` copies into `docs/benchmarks.md`); progress goes
-//! to standard error.
+//! to standard error. `--ours-only` skips tokio's side, for A/B runs of
+//! two builds of the scheduler where the machine's time is short (the
+//! ratios against tokio then come from a full run).
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -1248,10 +1250,12 @@ struct Args {
     only: Option<Vec<String>>,
     sizes: Vec<(String, u64)>,
     heavy_iters: Option<u32>,
+    /// Skip tokio's side (A/B runs of two builds of ours).
+    ours_only: bool,
 }
 
 const USAGE: &str = "usage: scaling [--workers 1,2,4,8,16] [--quick] [--trials N] \
-     [--only key,key..] [--size key=N].. [--heavy-iters N]\n\
+     [--only key,key..] [--size key=N].. [--heavy-iters N] [--ours-only]\n\
      keys: spawn-step spawn-outside yields yield-once ping-pong fan-in counting \
      fj-throughput fj-create thread-ring chameneos big fj-heavy";
 
@@ -1263,6 +1267,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
         only: None,
         sizes: Vec::new(),
         heavy_iters: None,
+        ours_only: false,
     };
     let number = |s: &str| s.parse::<u64>().map_err(|_| format!("not a number: `{s}`"));
     let mut it = args.iter();
@@ -1287,6 +1292,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
                 out.sizes.push((key.to_owned(), number(n)?.max(1)));
             }
             "--heavy-iters" => out.heavy_iters = Some(number(value()?)?.max(1) as u32),
+            "--ours-only" => out.ours_only = true,
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument `{other}`")),
         }
@@ -1354,7 +1360,9 @@ fn load() -> String {
 }
 
 fn ns(v: f64) -> String {
-    if v < 10.0 {
+    if v.is_nan() {
+        "–".to_string()
+    } else if v < 10.0 {
         format!("{v:.2}")
     } else if v < 100.0 {
         format!("{v:.1}")
@@ -1445,6 +1453,10 @@ fn main() {
             "full sizes"
         }
     );
+    if args.ours_only {
+        println!();
+        println!("`--ours-only`: tokio's side not run (its columns are empty).");
+    }
     let max = args.workers.iter().copied().max().unwrap_or(1);
     if max > cpus {
         println!();
@@ -1468,16 +1480,22 @@ fn main() {
             drop(s);
             let our_ns = median(times).as_nanos() as f64 / w.ops() as f64;
 
-            let rt = runtime(workers);
-            let their_ns = measure(w, args.trials, || tokio(w, &rt, heavy_iters));
-            drop(rt);
-            eprintln!(
-                "{:<14} {workers:>3}w  ours {:>9} ns  tokio {:>9} ns  ratio {:.2}",
-                w.key,
-                ns(our_ns),
-                ns(their_ns),
-                their_ns / our_ns
-            );
+            let their_ns = if args.ours_only {
+                eprintln!("{:<14} {workers:>3}w  ours {:>9} ns", w.key, ns(our_ns));
+                f64::NAN
+            } else {
+                let rt = runtime(workers);
+                let their_ns = measure(w, args.trials, || tokio(w, &rt, heavy_iters));
+                drop(rt);
+                eprintln!(
+                    "{:<14} {workers:>3}w  ours {:>9} ns  tokio {:>9} ns  ratio {:.2}",
+                    w.key,
+                    ns(our_ns),
+                    ns(their_ns),
+                    their_ns / our_ns
+                );
+                their_ns
+            };
             cells.push(Cell {
                 ours: our_ns,
                 tokio: their_ns,
@@ -1524,7 +1542,11 @@ fn main() {
                 [
                     ns(c.tokio),
                     ns(c.ours),
-                    format!("**{:.2}**", c.tokio / c.ours),
+                    if c.tokio.is_nan() {
+                        "–".to_string()
+                    } else {
+                        format!("**{:.2}**", c.tokio / c.ours)
+                    },
                 ]
             })
             .collect();
@@ -1550,7 +1572,11 @@ fn main() {
             .flat_map(|c| {
                 [
                     format!("{:.2}", c.ours / cells[0].ours),
-                    format!("{:.2}", c.tokio / cells[0].tokio),
+                    if c.tokio.is_nan() {
+                        "–".to_string()
+                    } else {
+                        format!("{:.2}", c.tokio / cells[0].tokio)
+                    },
                 ]
             })
             .collect();

@@ -42,7 +42,7 @@ const TASKS: &[(&str, &str)] = &[
     ),
     (
         "bench scaling [--workers 1,2,4,8,16] [--quick] [--write-doc [--from FILE --measured WHEN]]",
-        "the scaling benchmark (benches/examples/scaling.rs, not criterion): 13 workloads at each worker count against tokio at the same count, median ns per operation and the scheduler's wake-up, park and steal counters per operation; --quick: sizes / 10, 3 trials; other flags go to the example (--trials N, --only k,k, --size k=N, --heavy-iters N); --write-doc: the section \"Scaling by worker count, N CPUs\" of docs/benchmarks.md (N: this machine's CPUs); --from FILE --measured WHEN: that section from a saved output of the example run elsewhere",
+        "the scaling benchmark (benches/examples/scaling.rs, not criterion): 13 workloads at each worker count against tokio at the same count, median ns per operation and the scheduler's wake-up, park and steal counters per operation; --quick: sizes / 10, 3 trials; other flags go to the example (--trials N, --only k,k, --size k=N, --heavy-iters N, --ours-only: no tokio side, for A/B runs of two builds); --write-doc: the section \"Scaling by worker count, N CPUs\" of docs/benchmarks.md (N: this machine's CPUs); --from FILE --measured WHEN: that section from a saved output of the example run elsewhere",
     ),
     (
         "mutants [--ci] [--write-doc] [name..]",

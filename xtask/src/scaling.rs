@@ -47,6 +47,9 @@ pub(crate) fn scaling(args: &[String]) -> Result<(), String> {
             _ => pass.push(arg),
         }
     }
+    if write_doc && pass.iter().any(|a| *a == "--ours-only") {
+        return Err("--write-doc: not with --ours-only (the section compares with tokio)".into());
+    }
     let command = format!("cargo xtask bench scaling {}", args.join(" "));
     let command = command.trim_end();
     let (printed, source) = match (from, measured) {
@@ -78,6 +81,11 @@ pub(crate) fn scaling(args: &[String]) -> Result<(), String> {
     };
     if !write_doc {
         return Ok(());
+    }
+    // The section is a table against tokio: an output without tokio's
+    // side has no place there.
+    if printed.iter().any(|l| l.contains("--ours-only")) {
+        return Err("--write-doc: not from a run with --ours-only".into());
     }
     let doc = root().join("docs/benchmarks.md");
     let heading = heading(&printed);
@@ -172,6 +180,20 @@ mod tests {
     use super::*;
 
     const SECTION: &str = "## Scaling by worker count\n\nnew\n";
+
+    #[test]
+    fn refuses_to_write_a_run_without_tokio() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let err = scaling(&args(&["--write-doc", "--ours-only"])).unwrap_err();
+        assert!(err.contains("--ours-only"), "{err}");
+        let saved = std::env::temp_dir().join("xtask-scaling-ours-only.txt");
+        fs::write(&saved, "Command: `scaling --workers 2 --ours-only`\n").unwrap();
+        let from = saved.to_str().unwrap();
+        let err =
+            scaling(&args(&["--write-doc", "--from", from, "--measured", "now"])).unwrap_err();
+        assert!(err.contains("--ours-only"), "{err}");
+        fs::remove_file(&saved).unwrap();
+    }
 
     #[test]
     fn appends_when_absent() {
