@@ -1359,6 +1359,15 @@ fn load() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
+/// A ratio with two decimals, or "–" where tokio's side was not run.
+fn ratio(v: f64) -> String {
+    if v.is_nan() {
+        "–".to_string()
+    } else {
+        format!("{v:.2}")
+    }
+}
+
 fn ns(v: f64) -> String {
     if v.is_nan() {
         "–".to_string()
@@ -1542,11 +1551,7 @@ fn main() {
                 [
                     ns(c.tokio),
                     ns(c.ours),
-                    if c.tokio.is_nan() {
-                        "–".to_string()
-                    } else {
-                        format!("**{:.2}**", c.tokio / c.ours)
-                    },
+                    format!("**{}**", ratio(c.tokio / c.ours)),
                 ]
             })
             .collect();
@@ -1572,11 +1577,7 @@ fn main() {
             .flat_map(|c| {
                 [
                     format!("{:.2}", c.ours / cells[0].ours),
-                    if c.tokio.is_nan() {
-                        "–".to_string()
-                    } else {
-                        format!("{:.2}", c.tokio / cells[0].tokio)
-                    },
+                    ratio(c.tokio / cells[0].tokio),
                 ]
             })
             .collect();
