@@ -27,6 +27,8 @@ use crate::primitive::sync::atomic::{AtomicU64, Ordering};
 #[derive(Debug)]
 pub struct PidAllocator {
     node: u32,
+    /// The first number handed out.
+    first: u64,
     /// The next number to hand out; `u64::MAX` once the space is used up
     /// (`u64::MAX` itself is never handed out, see `try_allocate`).
     next: AtomicU64,
@@ -63,6 +65,7 @@ impl PidAllocator {
     pub fn starting_at(node: u32, first: NonZeroU64) -> Self {
         Self {
             node,
+            first: first.get(),
             next: AtomicU64::new(first.get()),
         }
     }
@@ -129,6 +132,39 @@ impl PidAllocator {
             .ok()
             .map(|number| Pid::new(self.node, number))
     }
+
+    /// Whether this allocator has handed out `pid`: on its node, from its
+    /// first number up to the last one handed out.
+    ///
+    /// Answers `true` for every PID that a thread got from
+    /// [`allocate`](Self::allocate) or [`try_allocate`](Self::try_allocate)
+    /// before the call (in happens-before order, as when the PID was passed
+    /// along); a PID allocated concurrently may be seen either way. One
+    /// load: what a scheduler asks on a send to a PID it no longer routes,
+    /// to tell "finished" from "never existed".
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::num::NonZeroU64;
+    /// use stepsched_relay::{Pid, PidAllocator};
+    ///
+    /// let pids = PidAllocator::starting_at(4, NonZeroU64::new(10).unwrap());
+    /// let pid = pids.allocate();
+    /// assert!(pids.handed_out(pid));
+    /// assert!(!pids.handed_out(Pid::new(4, 11))); // not yet
+    /// assert!(!pids.handed_out(Pid::new(4, 9))); // below the first
+    /// assert!(!pids.handed_out(Pid::new(5, 10))); // another node
+    /// ```
+    #[must_use]
+    pub fn handed_out(&self, pid: Pid) -> bool {
+        // Relaxed: a PID handed out before this call (happens-before) was
+        // allocated by an RMW that stored a larger `next`, which this load
+        // sees or passes (read coherence); nothing else is read.
+        pid.node() == self.node
+            && pid.number() >= self.first
+            && pid.number() < self.next.load(Ordering::Relaxed)
+    }
 }
 
 #[cold]
@@ -147,6 +183,27 @@ mod tests {
         assert_eq!(pids.node(), 9);
         let got: Vec<Pid> = (0..3).map(|_| pids.allocate()).collect();
         assert_eq!(got, [Pid::new(9, 1), Pid::new(9, 2), Pid::new(9, 3)]);
+    }
+
+    #[test]
+    fn handed_out_is_the_range_from_first_to_the_last_allocated() {
+        let pids = PidAllocator::starting_at(2, NonZeroU64::new(5).unwrap());
+        assert!(!pids.handed_out(Pid::new(2, 5)), "nothing allocated yet");
+        let a = pids.allocate();
+        let b = pids.allocate();
+        assert!(pids.handed_out(a) && pids.handed_out(b));
+        assert!(!pids.handed_out(Pid::new(2, 4)), "below the first number");
+        assert!(!pids.handed_out(Pid::new(2, 7)), "not allocated yet");
+        assert!(!pids.handed_out(Pid::new(3, 5)), "another node");
+    }
+
+    #[test]
+    fn handed_out_after_exhaustion_covers_the_last_number_only() {
+        let pids = PidAllocator::starting_at(0, NonZeroU64::new(u64::MAX - 1).unwrap());
+        let last = pids.allocate();
+        assert_eq!(pids.try_allocate(), None);
+        assert!(pids.handed_out(last));
+        assert!(!pids.handed_out(Pid::new(0, u64::MAX)), "never handed out");
     }
 
     #[test]

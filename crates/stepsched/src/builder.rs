@@ -409,7 +409,6 @@ impl<P: SchedProcess> Builder<P> {
             pids: CachePadded::new(PidAllocator::new(self.node)),
             max_processes: self.max_processes,
             live: CachePadded::new(AtomicUsize::new(0)),
-            unpublished: CachePadded::new(AtomicUsize::new(0)),
             stopping: AtomicBool::new(false),
             forcing: AtomicBool::new(false),
             drained: Mutex::new(()),

@@ -213,6 +213,7 @@ impl<P: SchedProcess> Handle<P> {
         F: FnMut(&Members<'_, P>) -> (P, P::Input),
     {
         let core = &self.core;
+        let worker = core.pool().current_worker();
         let mut reserved = Reserved {
             slots: (0..n)
                 .map(|_| Slot::reserved(self.allocate_pid(), core.clone()))
@@ -236,8 +237,8 @@ impl<P: SchedProcess> Handle<P> {
         }
         drop(addresses);
         // The `n` places at once (see `submit`: reserve, then check).
-        core.unpublished.fetch_add(n, Ordering::SeqCst);
-        let release = || (0..n).for_each(|_| core.release_reservation());
+        core.reserve(worker, n as u64);
+        let release = || (0..n).for_each(|_| core.release_reservation(worker));
         if core.limited
             && core.live.fetch_add(n, Ordering::SeqCst).saturating_add(n) > core.max_processes
         {
@@ -288,7 +289,7 @@ impl<P: SchedProcess> Handle<P> {
                 }
                 reserved.initialized = reserved.slots.len();
                 for _ in forced..n {
-                    core.release_reservation();
+                    core.release_reservation(worker);
                 }
                 // A forced member publishes a result (counted as failed):
                 // count it as submitted too, as the statistics' phases
@@ -300,6 +301,9 @@ impl<P: SchedProcess> Handle<P> {
         }
         trace::debug!(members = n, method, "group submitted");
         let slots = std::mem::take(&mut reserved.slots);
-        Ok(slots.into_iter().map(|slot| self.start(slot)).collect())
+        Ok(slots
+            .into_iter()
+            .map(|slot| self.start(slot, worker))
+            .collect())
     }
 }

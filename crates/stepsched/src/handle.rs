@@ -52,23 +52,14 @@ impl<P: SchedProcess> Handle<P> {
     /// such a PID answer the same way for as long as its process has
     /// finished.
     pub fn allocate_pid(&self) -> Pid {
-        let pid = self.core.pids.allocate();
-        // Relaxed: whoever later sends to `pid` got it from this thread
-        // through some happens-before chain, so (read coherence) its load
-        // sees this value or a later, larger one; nothing else is published.
-        self.core
-            .shared
-            .allocated
-            .fetch_max(pid.number(), Ordering::Relaxed);
-        pid
+        self.core.pids.allocate()
     }
 
-    /// Whether `pid` is one `allocate_pid` handed out.
+    /// Whether `pid` is one `allocate_pid` handed out: whoever sends to it
+    /// got it from the allocating thread through some happens-before
+    /// chain, so the allocator's counter is seen past it.
     fn was_allocated(&self, pid: Pid) -> bool {
-        // Relaxed: see `allocate_pid`.
-        pid.node() == self.core.pids.node()
-            && pid.number() != 0
-            && pid.number() <= self.core.shared.allocated.load(Ordering::Relaxed)
+        self.core.pids.handed_out(pid)
     }
 
     /// Whether a refusal for `pid` says the process existed: `pid` was
@@ -105,15 +96,18 @@ impl<P: SchedProcess> Handle<P> {
         method: &str,
         input: P::Input,
     ) -> Result<JoinHandle<P>, SubmitError<P>> {
-        let slot = self.publish(pid, process, method, input)?;
-        Ok(self.start(slot))
+        let worker = self.core.pool().current_worker();
+        let slot = self.publish(worker, pid, process, method, input)?;
+        Ok(self.start(slot, worker))
     }
 
     /// `submit` up to its first run queue: reserves, initializes and
     /// registers the process, and returns its slot (the reference `start`
-    /// or `start_detached` takes).
+    /// or `start_detached` takes). `worker`: the calling thread's index
+    /// if it is one of this scheduler's workers (`Pool::current_worker`).
     fn publish(
         &self,
+        worker: Option<usize>,
         pid: Pid,
         mut process: P,
         method: &str,
@@ -121,22 +115,22 @@ impl<P: SchedProcess> Handle<P> {
     ) -> Result<SlotArc<Slot<P>>, SubmitError<P>> {
         let core = &self.core;
         // Reserve first, then check: concurrent submits cannot overshoot.
-        // SeqCst: `unpublished` pairs with shutdown's wait (see
-        // `release_unpublished`); the limit only needs the RMW's atomicity.
-        core.unpublished.fetch_add(1, Ordering::SeqCst);
+        // SeqCst: the limit only needs the RMW's atomicity; `stopping` is
+        // ordered by the fence in `reserve` (Dekker with shutdown's wait).
+        core.reserve(worker, 1);
         if core.limited && core.live.fetch_add(1, Ordering::SeqCst) >= core.max_processes {
-            core.release_reservation();
+            core.release_reservation(worker);
             return Err(SubmitError::LimitReached(process));
         }
         if core.stopping.load(Ordering::SeqCst) {
-            core.release_reservation();
+            core.release_reservation(worker);
             return Err(SubmitError::Stopping(process));
         }
         let cancel = CancelToken::new();
         let ctx = Context::new(pid, &cancel, self);
         if let Err(e) = init_caught(&mut process, &ctx, method, input) {
             let _ = catch_unwind(AssertUnwindSafe(|| process.close()));
-            core.release_reservation();
+            core.release_reservation(worker);
             return Err(SubmitError::Init(e));
         }
         let slot = Slot::new(pid, core.clone(), process, cancel);
@@ -146,7 +140,7 @@ impl<P: SchedProcess> Handle<P> {
             let body = unsafe { &mut *slot.body.get() };
             let mut process = body.process.take().expect("just initialized");
             let _ = catch_unwind(AssertUnwindSafe(|| process.close()));
-            core.release_reservation();
+            core.release_reservation(worker);
             return Err(SubmitError::DuplicatePid(pid, process));
         }
         trace::debug!(pid = %pid, method, "process submitted");
@@ -156,9 +150,9 @@ impl<P: SchedProcess> Handle<P> {
     /// Starts a registered, initialized process that holds a reservation
     /// (see `submit`): the start hook, then its first run queue; returns a
     /// handle to join it.
-    pub(crate) fn start(&self, slot: SlotArc<Slot<P>>) -> JoinHandle<P> {
+    pub(crate) fn start(&self, slot: SlotArc<Slot<P>>, worker: Option<usize>) -> JoinHandle<P> {
         let handle = JoinHandle::new(slot.clone());
-        self.start_detached(slot);
+        self.start_detached(slot, worker);
         handle
     }
 
@@ -166,12 +160,12 @@ impl<P: SchedProcess> Handle<P> {
     /// step returns only the PID): the reference passed in goes to the
     /// run queue with the task, so starting costs no reference-count
     /// change.
-    fn start_detached(&self, slot: SlotArc<Slot<P>>) {
+    fn start_detached(&self, slot: SlotArc<Slot<P>>, worker: Option<usize>) {
         let core = &self.core;
         let pid = slot.pid;
         // On a worker, its own counter line (a plain add, no locked
         // instruction); from other threads, a shared line.
-        let (line, owned) = core.counter_line(core.pool().current_worker());
+        let (line, owned) = core.counter_line(worker);
         bump(&line.submitted, owned);
         if let Some(hook) = &core.on_start
             && catch_unwind(AssertUnwindSafe(|| hook(pid))).is_err()
@@ -542,8 +536,9 @@ impl<P: SchedProcess> Reach<P> for Handle<P> {
 
     fn spawn(&self, child: P, method: &str, input: P::Input) -> Result<Pid, SubmitError<P>> {
         let pid = self.allocate_pid();
-        let slot = self.publish(pid, child, method, input)?;
-        self.start_detached(slot);
+        let worker = self.core.pool().current_worker();
+        let slot = self.publish(worker, pid, child, method, input)?;
+        self.start_detached(slot, worker);
         Ok(pid)
     }
 

@@ -331,8 +331,9 @@ fn shut_down_once<P: SchedProcess>(core: &Arc<Core<P>>, deadline: Duration) -> S
     }
     {
         let mut guard = core.drained.lock().unwrap_or_else(|p| p.into_inner());
-        // SeqCst: see `release_unpublished`.
-        while core.unpublished.load(Ordering::SeqCst) != 0 {
+        // After the fence that follows our store of `stopping`: see
+        // `Core::release_unpublished` and `CounterLines::all_released`.
+        while !core.counters.all_released() {
             let now = Instant::now();
             if now >= until {
                 break;

@@ -6,7 +6,6 @@
 use std::fmt;
 use std::task::Waker;
 
-use crate::primitive::sync::atomic::AtomicU64;
 use crate::primitive::sync::{Condvar, Mutex};
 
 /// What a [`shutdown`](crate::Scheduler::shutdown) did.
@@ -68,15 +67,12 @@ impl std::error::Error for ShutdownError {}
 
 /// What every handle of one scheduler shares besides the core.
 pub(crate) struct Shared {
-    /// The highest PID number `allocate_pid` has handed out (0: none).
-    pub(crate) allocated: AtomicU64,
     pub(crate) shutdown: ShutdownState,
 }
 
 impl Shared {
     pub(crate) fn new() -> Self {
         Shared {
-            allocated: AtomicU64::new(0),
             shutdown: ShutdownState::new(),
         }
     }

@@ -107,7 +107,7 @@ pub(crate) type RemoteRoute<M> = Arc<dyn stepsched_relay::Receiver<M> + Send + S
 /// Everything the scheduler's handles and workers share.
 ///
 /// The counters that submits and completions write (`pids`, `live`,
-/// `unpublished`, `submitted`) each have a cache line of their own, so
+/// `submitted`) each have a cache line of their own, so
 /// they do not evict the fields every worker reads (the pool, the routing
 /// table, the hooks, the flags) from the other cores' caches.
 pub(crate) struct Core<P: Process + 'static> {
@@ -121,16 +121,12 @@ pub(crate) struct Core<P: Process + 'static> {
     /// Places taken under `max_processes`: processes registered and not
     /// yet published, and submits in progress (a reservation counts).
     pub(crate) live: CachePadded<AtomicUsize>,
-    /// Processes whose result is not yet stored, and submits in progress.
-    /// Like `live`, but released after the result is stored, so that
-    /// shutdown, which waits for it to reach zero, returns only once every
-    /// finished process's `JoinHandle` has its result.
-    pub(crate) unpublished: CachePadded<AtomicUsize>,
     pub(crate) stopping: AtomicBool,
     /// Set by shutdown before its forcing sweep; a submit that registers
     /// after the sweep sees it and forces its own process.
     pub(crate) forcing: AtomicBool,
-    /// Shutdown waits here for `unpublished` to reach zero.
+    /// Shutdown waits here for every reservation to be released (see
+    /// [`CounterLines::all_released`]).
     pub(crate) drained: Mutex<()>,
     pub(crate) drained_cv: Condvar,
     pub(crate) on_start: Option<StartHook>,
@@ -235,6 +231,13 @@ pub(crate) struct Counters {
     /// Ready, Running, Blocked, Idle → Complete by a forcer (terminate,
     /// shutdown), by the phase it found.
     pub(crate) forced: [AtomicU64; 4],
+    /// Not a statistic: places reserved by submits on this line's thread,
+    /// which shutdown waits to see released (see
+    /// [`CounterLines::all_released`]).
+    pub(crate) reserved: AtomicU64,
+    /// Not a statistic: reservations released on this line's thread (a
+    /// result stored, or a submit that gave up).
+    pub(crate) released: AtomicU64,
 }
 
 /// Indices into [`Counters::forced`].
@@ -361,6 +364,109 @@ impl CounterLines {
         }
     }
 }
+
+/// # Reservations: what shutdown waits for
+///
+/// Every submit reserves a place before it checks `stopping`, and the
+/// place is released once the process's result is stored (or the submit
+/// gives up); shutdown waits until every reservation is released, so that
+/// it returns only once every finished process's `JoinHandle` has its
+/// result. A spawner reserves and some other worker, later, releases: one
+/// shared count would move its cache line between cores twice per process.
+/// So each thread counts on its own line, two counters that only grow
+/// (`reserved`, `released`), and only shutdown adds the lines up.
+///
+/// The sum is read in two passes, every `released` first (Acquire), then
+/// every `reserved`. A release is stored with Release after its
+/// reservation (the process was handed from the reserving thread to the
+/// releasing one, or it is the same thread), so each release the first
+/// pass counts carries its reservation into the second pass (read
+/// coherence). Hence the second sum is at least the first, and they are
+/// equal only if every reservation the second pass counts was released.
+/// Reading `reserved` first would be wrong: a reservation made and
+/// released between the two passes would count as a release with no
+/// reservation and hide one still held (the loom model
+/// `a_reservation_made_and_released_between_the_passes_hides_nothing`
+/// fails that way).
+///
+/// Which reservations the second pass must count is the Dekker with
+/// `stopping` (see `Core::reserve` and `Core::release_unpublished`):
+/// every submit that did not see `stopping` stored its reservation before
+/// a SeqCst fence, and shutdown reads the lines after its own fence that
+/// follows its store of `stopping`.
+impl CounterLines {
+    /// Counts `n` reserved places on `worker`'s line (the calling thread's:
+    /// see [`line`](Self::line)), then issues the SeqCst fence after which
+    /// the caller loads `stopping`.
+    #[inline]
+    pub(crate) fn reserve(&self, worker: Option<usize>, n: u64) {
+        let (line, owned) = self.line(worker);
+        // Relaxed: the reservation reaches shutdown's second pass through
+        // the release that follows it, or through the fence after it (see
+        // the section above); nothing is published by it.
+        if owned {
+            line.reserved.store(
+                line.reserved.load(Ordering::Relaxed).wrapping_add(n),
+                Ordering::Relaxed,
+            );
+        } else {
+            line.reserved.fetch_add(n, Ordering::Relaxed);
+        }
+        // Dekker with shutdown, which stores `stopping`, fences, then reads
+        // the lines: we count the reservation, fence, then the caller loads
+        // `stopping`. Either it sees `stopping` and gives up (and
+        // releases), or shutdown's reads count the reservation and wait
+        // for its release.
+        fence(Ordering::SeqCst);
+    }
+
+    /// Counts one released place on `worker`'s line (the calling
+    /// thread's), then issues the SeqCst fence after which the caller
+    /// loads `stopping` (and, if set, wakes shutdown's wait).
+    #[inline]
+    pub(crate) fn release(&self, worker: Option<usize>) {
+        let (line, owned) = self.line(worker);
+        // Release: shutdown's first pass reads this with Acquire, which
+        // brings the matching reservation into its second pass.
+        if owned {
+            line.released.store(
+                line.released.load(Ordering::Relaxed).wrapping_add(1),
+                Ordering::Release,
+            );
+        } else {
+            line.released.fetch_add(1, Ordering::Release);
+        }
+        // Dekker with shutdown, as in `reserve`: either the caller's load
+        // sees `stopping` and wakes shutdown, or shutdown's reads count
+        // this release. (The fence is needed, not just SeqCst accesses:
+        // loom models those as acquire/release, and found the lost
+        // wake-up without it.) Every release pays the fence, where one
+        // shared count paid it only at zero: a locked instruction on this
+        // core's own line rather than a shared line moved between cores.
+        fence(Ordering::SeqCst);
+    }
+
+    /// Whether every reservation counted so far was released: every
+    /// `released` first, then every `reserved` (see the section above).
+    pub(crate) fn all_released(&self) -> bool {
+        let sum = |count: fn(&Counters) -> u64| {
+            self.lines
+                .iter()
+                .map(|l| count(l))
+                .fold(0u64, u64::wrapping_add)
+        };
+        // Acquire: pairs with the Release in `release`. Relaxed: every
+        // reservation this must count happens before a release read in the
+        // first pass, or before the fences of the Dekker with `stopping`;
+        // coherence does the rest.
+        let released = sum(|l| l.released.load(Ordering::Acquire));
+        let reserved = sum(|l| l.reserved.load(Ordering::Relaxed));
+        reserved == released
+    }
+}
+
+#[cfg(all(test, stepsched_loom))]
+mod loom_tests;
 
 /// The calling thread's shared line, `0..SHARED_LINES`: threads get them
 /// in turn on their first use.
@@ -794,7 +900,7 @@ impl<P: SchedProcess> Slot<P> {
             core.live.fetch_sub(1, Ordering::SeqCst);
         }
         self.result.set(result);
-        core.release_unpublished();
+        core.release_unpublished(worker);
     }
 
     /// The error a forcer chose, for the party that publishes a forced
@@ -944,12 +1050,13 @@ impl<P: SchedProcess> Core<P> {
         drop(refused);
     }
 
-    /// Gives back the reservation of a submit that failed.
-    pub(crate) fn release_reservation(&self) {
+    /// Gives back the reservation of a submit that failed; `worker` is
+    /// the calling thread's index if it is one of this scheduler's workers.
+    pub(crate) fn release_reservation(&self, worker: Option<usize>) {
         if self.limited {
             self.live.fetch_sub(1, Ordering::SeqCst);
         }
-        self.release_unpublished();
+        self.release_unpublished(worker);
     }
 
     /// The counter line of `worker` (owned by it: `true`), or the calling
@@ -960,19 +1067,27 @@ impl<P: SchedProcess> Core<P> {
         self.counters.line(worker)
     }
 
-    pub(crate) fn release_unpublished(&self) {
-        // Dekker with shutdown, which stores `stopping`, fences, then loads
-        // `unpublished`: we decrement, fence, then load `stopping`. With a
-        // SeqCst fence on each side, either we see `stopping` and notify, or
-        // shutdown's load sees our decrement. (The fence is needed, not just
-        // SeqCst accesses: loom models those as acquire/release, and found
-        // the lost notification without it.)
-        if self.unpublished.fetch_sub(1, Ordering::SeqCst) == 1 {
-            fence(Ordering::SeqCst);
-            if self.stopping.load(Ordering::SeqCst) {
-                let _guard = self.drained.lock().unwrap_or_else(|p| p.into_inner());
-                self.drained_cv.notify_all();
-            }
+    /// Reserves `n` places for a submit in progress (see "Reservations"
+    /// at [`CounterLines`]), before the submit checks `stopping`;
+    /// `worker` is the calling thread's index if it is one of this
+    /// scheduler's workers.
+    #[inline]
+    pub(crate) fn reserve(&self, worker: Option<usize>, n: u64) {
+        // The fence of the Dekker with shutdown is in there.
+        self.counters.reserve(worker, n);
+    }
+
+    /// Releases one reserved place; `worker` is the calling thread's index
+    /// if it is one of this scheduler's workers.
+    #[inline]
+    pub(crate) fn release_unpublished(&self, worker: Option<usize>) {
+        // Counts, then fences (Dekker with shutdown's store of `stopping`
+        // and its reads of the lines): if we miss `stopping`, shutdown's
+        // reads count this release.
+        self.counters.release(worker);
+        if self.stopping.load(Ordering::SeqCst) {
+            let _guard = self.drained.lock().unwrap_or_else(|p| p.into_inner());
+            self.drained_cv.notify_all();
         }
     }
 }
