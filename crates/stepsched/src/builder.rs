@@ -447,6 +447,9 @@ impl<P: SchedProcess> Builder<P> {
                 // even once the slot it came from is freed mid-run (its
                 // process parked and completed elsewhere).
                 let core = unsafe { Arc::from_raw(Arc::as_ptr(&task.0.core)) };
+                // This thread's stash of references for the slots it makes
+                // and frees (see `lent`).
+                crate::lent::enter(&core);
                 let handle = ManuallyDrop::new(Handle { core });
                 handle.core.run(&handlers, &handle, task, ctx);
             })?;

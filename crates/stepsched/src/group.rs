@@ -216,7 +216,7 @@ impl<P: SchedProcess> Handle<P> {
         let worker = core.pool().current_worker();
         let mut reserved = Reserved {
             slots: (0..n)
-                .map(|_| Slot::reserved(self.allocate_pid(), core.clone()))
+                .map(|_| Slot::reserved(self.allocate_pid(), crate::lent::lend(core, worker)))
                 .collect(),
             initialized: 0,
         };

@@ -133,7 +133,7 @@ impl<P: SchedProcess> Handle<P> {
             core.release_reservation(worker);
             return Err(SubmitError::Init(e));
         }
-        let slot = Slot::new(pid, core.clone(), process, cancel);
+        let slot = Slot::new(pid, crate::lent::lend(core, worker), process, cancel);
         if let Err(e) = core.routes.register(pid, slot.clone()) {
             drop(e);
             // SAFETY: the slot was never published: the body is ours.

@@ -145,6 +145,7 @@ mod handle;
 mod handler;
 mod inbox;
 mod join;
+mod lent;
 mod primitive;
 mod result;
 mod scheduler;

@@ -58,6 +58,7 @@
 //! the result is still published, the route removed, the place released.
 //!
 use std::fmt;
+use std::mem::ManuallyDrop;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::OnceLock;
 
@@ -549,7 +550,9 @@ pub(crate) struct Slot<P: Process + 'static> {
     /// was never sent anything costs no queue), sealed before the process
     /// completes (see `inbox`).
     pub(crate) queue: Inbox<Ev<P>>,
-    pub(crate) core: Arc<Core<P>>,
+    /// Lent by the worker that made the slot, and taken back by the one
+    /// that frees it (see `lent`); taken out only by `drop`.
+    pub(crate) core: ManuallyDrop<Arc<Core<P>>>,
     pub(crate) pid: Pid,
     pub(crate) cancel: CancelToken,
     pub(crate) result: ResultCell<P::Output>,
@@ -585,10 +588,12 @@ pub(crate) struct Slot<P: Process + 'static> {
     alive: loom::cell::UnsafeCell<()>,
 }
 
-#[cfg(stepsched_loom)]
 impl<P: Process + 'static> Drop for Slot<P> {
     fn drop(&mut self) {
+        #[cfg(stepsched_loom)]
         self.alive.with_mut(|_| ());
+        // SAFETY: the field is taken once, here, and not used again.
+        crate::lent::take_back(unsafe { ManuallyDrop::take(&mut self.core) });
     }
 }
 
@@ -668,7 +673,7 @@ impl<P: Process + 'static> Slot<P> {
     ) -> SlotArc<Self> {
         let slot = SlotArc::new(Slot {
             pid,
-            core,
+            core: ManuallyDrop::new(core),
             state: StateCell::new(),
             queue: Inbox::new(),
             body: UnsafeCell::new(Body {
