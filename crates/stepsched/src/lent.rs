@@ -12,10 +12,14 @@
 //! Instead each worker thread keeps a stash of references to its core, in
 //! a thread-local: a slot made on a worker takes one from the stash, a slot
 //! freed on a worker puts its reference back, and the count is touched only
-//! when a stash runs empty (it takes [`REFILL`] references) or grows past
-//! [`MOST`] (it gives back all but `REFILL`). At one worker the stash is
-//! balanced and the count is never written; at many, each worker writes it
-//! once per `REFILL` processes or so.
+//! when a stash runs empty (it takes [`REFILL`] references, one
+//! `increment_strong_count` each, in a burst on a line no other worker is
+//! writing) or grows past [`MOST`] (it gives back all but `REFILL`). Where
+//! slots are made and freed on the same worker the stash balances and the
+//! count is not written at all; where one worker spawns and others run the
+//! children, the spawner still pays one increment per child, but the
+//! count's line stays in its cache, and the finishing workers write
+//! nothing.
 //!
 //! A stash's references are strong counts like any other, so the core
 //! stays alive while a worker holds some. They go back when the worker
@@ -39,8 +43,11 @@ use crate::slot::Core;
 /// References a stash takes from the count when it runs empty, and keeps
 /// when it gives back.
 pub(crate) const REFILL: usize = 64;
-/// The most references a stash holds before giving some back.
-pub(crate) const MOST: usize = 4 * REFILL;
+/// The most references a stash holds before giving some back: large, so
+/// that a worker that frees more slots than it makes (the children of a
+/// spawner on another worker) writes the count rarely; the references
+/// are only counts, and go back when the worker exits.
+pub(crate) const MOST: usize = 1 << 16;
 
 /// One worker thread's references to its core.
 struct Stash {
@@ -192,7 +199,7 @@ mod tests {
 
     use stepsched_process::{Context, Error, Events, Process, Status, StepOutput};
 
-    use super::MOST;
+    use super::REFILL;
     use crate::Scheduler;
 
     /// Spawns `children` one-step children from its first step, then ends.
@@ -239,7 +246,7 @@ mod tests {
                 .unwrap();
             let core: Weak<_> = Arc::downgrade(&scheduler.handle().core);
             let parent = Spawner {
-                children: Some(3 * MOST),
+                children: Some(3 * REFILL + 1),
             };
             let join = scheduler
                 .submit(scheduler.allocate_pid(), parent, "run", ())
