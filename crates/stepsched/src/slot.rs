@@ -405,14 +405,7 @@ impl CounterLines {
         // Relaxed: the reservation reaches shutdown's second pass through
         // the release that follows it, or through the fence after it (see
         // the section above); nothing is published by it.
-        if owned {
-            line.reserved.store(
-                line.reserved.load(Ordering::Relaxed).wrapping_add(n),
-                Ordering::Relaxed,
-            );
-        } else {
-            line.reserved.fetch_add(n, Ordering::Relaxed);
-        }
+        add(&line.reserved, n, owned, Ordering::Relaxed);
         // Dekker with shutdown, which stores `stopping`, fences, then reads
         // the lines: we count the reservation, fence, then the caller loads
         // `stopping`. Either it sees `stopping` and gives up (and
@@ -429,14 +422,7 @@ impl CounterLines {
         let (line, owned) = self.line(worker);
         // Release: shutdown's first pass reads this with Acquire, which
         // brings the matching reservation into its second pass.
-        if owned {
-            line.released.store(
-                line.released.load(Ordering::Relaxed).wrapping_add(1),
-                Ordering::Release,
-            );
-        } else {
-            line.released.fetch_add(1, Ordering::Release);
-        }
+        add(&line.released, 1, owned, Ordering::Release);
         // Dekker with shutdown, as in `reserve`: either the caller's load
         // sees `stopping` and wakes shutdown, or shutdown's reads count
         // this release. (The fence is needed, not just SeqCst accesses:
@@ -495,13 +481,20 @@ fn shared_line() -> usize {
 #[inline]
 pub(crate) fn bump_by(counter: &AtomicU64, n: u64, owned: bool) {
     // Relaxed: statistics; readers only need some recent value.
+    add(counter, n, owned, Ordering::Relaxed);
+}
+
+/// Adds `n` to a counter of a line, with `order` (Relaxed or Release) on
+/// the write: the owner of the line (`owned`) with a load and a store, no
+/// locked instruction; any other thread with `fetch_add`.
+#[inline]
+fn add(counter: &AtomicU64, n: u64, owned: bool, order: Ordering) {
     if owned {
-        counter.store(
-            counter.load(Ordering::Relaxed).wrapping_add(n),
-            Ordering::Relaxed,
-        );
+        // Relaxed load: this thread is the only writer, so it reads its
+        // own last store.
+        counter.store(counter.load(Ordering::Relaxed).wrapping_add(n), order);
     } else {
-        counter.fetch_add(n, Ordering::Relaxed);
+        counter.fetch_add(n, order);
     }
 }
 
