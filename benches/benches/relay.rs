@@ -1,6 +1,6 @@
 //! Relay benchmarks: look up a PID and send a package to its target.
 //!
-//! Ours is `stepsched_relay::RoutingTable` (dashmap, one lock per shard).
+//! Ours is `stepsched_relay::RoutingTable` (64 shards, one lock each).
 //! The peer is the simple design, one `std::sync::RwLock<HashMap<Pid, T>>`.
 //! Each uses the hasher made for it (the table its default
 //! `RouteBuildHasher`, laid out for its shards; the map `PidBuildHasher`)

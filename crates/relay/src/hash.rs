@@ -4,10 +4,12 @@
 //! [`PidHasher`] folds each write into its state with one rotate, xor and
 //! multiply (the FxHash step of rustc-hash), then [`finish`](PidHasher::finish)
 //! applies MurmurHash3's 64-bit finalizer (`fmix64`) so that every output bit
-//! depends on every input bit. Both consumers of the hash need that: dashmap
-//! picks the shard from the bits just under the top 7, hashbrown picks the
-//! bucket from the low bits and the tag from the top 7. Sequential numbers
-//! from a [`PidAllocator`](crate::PidAllocator) therefore spread evenly.
+//! depends on every input bit. Both kinds of map that use it need that: a
+//! [`RoutingTable`](crate::RoutingTable) picks the shard from the bits just
+//! under the top 7 and the bucket from the low bits, a `hashbrown` map (a
+//! `std::collections::HashMap`) the bucket from the low bits and the tag
+//! from the top 7. Sequential numbers from a
+//! [`PidAllocator`](crate::PidAllocator) therefore spread evenly.
 //!
 //! For a fixed node the map from `number` to hash is a bijection (every step
 //! is invertible), so ids of one node never collide in the full 64 bits.
@@ -150,9 +152,10 @@ mod tests {
         }
     }
 
-    /// Sequential ids must spread over dashmap's shard bits (just under the
-    /// top 7), hashbrown's bucket bits (the low ones) and its tag bits (the
-    /// top 7): every 16-way split gets between half and twice its share.
+    /// Sequential ids must spread over the table's shard bits (just under
+    /// the top 7), the bucket bits (the low ones) and hashbrown's tag bits
+    /// (the top 7): every 16-way split gets between half and twice its
+    /// share.
     #[test]
     fn sequential_ids_spread_over_every_bit_range() {
         const N: u64 = 16_384;

@@ -7,7 +7,7 @@
 //! - [`Package`]: a message in an envelope (sender, recipient, topic).
 //! - [`Receiver`]: anything that accepts packages; the seam where a
 //!   scheduler, another runtime or a network transport plugs in.
-//! - [`RoutingTable`]: a sharded concurrent map `Pid → T` (dashmap) with
+//! - [`RoutingTable`]: a sharded concurrent map `Pid → T` with
 //!   duplicate-refusing [`register`](RoutingTable::register) and
 //!   compare-before-delete [`unregister_if`](RoutingTable::unregister_if) /
 //!   [`unregister_if_same`](RoutingTable::unregister_if_same).
@@ -56,8 +56,8 @@
 //!
 //! The only atomic in the crate is the [`PidAllocator`] counter (imported
 //! through the crate's `primitive` module, which swaps in loom under
-//! `--cfg stepsched_loom`). The table's locking is dashmap's: one
-//! reader-writer lock per shard.
+//! `--cfg stepsched_loom`). The table locks one `std::sync::RwLock` per
+//! shard.
 #![cfg_attr(not(test), warn(missing_docs))]
 
 mod error;
@@ -68,6 +68,7 @@ mod receiver;
 mod route_hash;
 #[cfg(feature = "serde")]
 pub mod serde_pid;
+mod shard;
 mod table;
 
 pub use error::RegisterError;

@@ -17,8 +17,8 @@ const SHARD_BITS: u32 = 6;
 /// The longest run of consecutive numbers that share a shard.
 const MAX_RUN: usize = 64;
 
-/// Where dashmap reads the shard: the bits just under hashbrown's 7-bit tag.
-const SHARD_SHIFT: u32 = 64 - 7 - SHARD_BITS;
+/// Where the table reads the shard: the 6 bits just under the top 7.
+pub(crate) const SHARD_SHIFT: u32 = 64 - 7 - SHARD_BITS;
 
 /// The default hasher of a [`RoutingTable`](crate::RoutingTable): lays
 /// sequential [`Pid`](crate::Pid)s out in runs of consecutive numbers per
@@ -33,18 +33,20 @@ const SHARD_SHIFT: u32 = 64 - 7 - SHARD_BITS;
 /// miss once the table outgrows the cache. [`RouteHasher`] instead lays
 /// PIDs out the way the table reads them:
 ///
-/// * The table is a `dashmap::DashMap` with 64 shards, which picks a key's
-///   shard from the 6 bits just under the top 7 of its hash. With runs of
-///   `r`, those bits are the number's bits `log2 r .. log2 r + 6`: `r`
-///   consecutive numbers share a shard, and the next `r` go to the next one.
-/// * Inside a shard, hashbrown picks the bucket from the low bits: there
+/// * The table has 64 shards and picks a key's shard from the 6 bits just
+///   under the top 7 of its hash. With runs of `r`, those bits are the
+///   number's bits `log2 r .. log2 r + 6`: `r` consecutive numbers share a
+///   shard, and the next `r` go to the next one.
+/// * Inside a shard, the table picks the bucket from the low bits: there
 ///   the hash holds the number with the shard's 6 bits taken out, so
-///   consecutive numbers of one shard sit in consecutive buckets (the same
-///   cache lines, in the order the table visits them), and the numbers of
-///   one shard use every bucket, not one in 64.
-/// * hashbrown's 7-bit tag (the top 7 bits), compared 16 at a time in a
-///   probe, is the low 7 bits of that in-shard position: 128 neighbouring
-///   buckets have distinct tags, so a probe compares one key.
+///   consecutive numbers of one shard sit in consecutive buckets, each at
+///   its home (the same cache lines, in the order the table visits them),
+///   and the numbers of one shard use every bucket, not one in 64.
+/// * The top 7 bits repeat the low 7 bits of that in-shard position. The
+///   table does not read them; they make the hash lay PIDs out as well in
+///   a `hashbrown`-based map with 64 shards (a `dashmap::DashMap`, what
+///   the table was before), whose 7-bit tags then differ for 128
+///   neighbouring buckets.
 ///
 /// Which run length is cheaper depends on how many threads use the table
 /// at once. With one or two (a submitter and a worker), runs of 64 keep
@@ -234,7 +236,7 @@ mod tests {
         RouteBuildHasher::runs_of(1).hash_one(pid)
     }
 
-    /// dashmap's shard of `h` with [`ROUTE_SHARDS`] shards.
+    /// The table's shard of `h` with [`ROUTE_SHARDS`] shards.
     fn shard(h: u64) -> u64 {
         (h << 7) >> (64 - SHARD_BITS)
     }

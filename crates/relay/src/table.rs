@@ -1,29 +1,36 @@
 //! [`RoutingTable`]: the concurrent map from [`Pid`] to a route target, and
 //! [`Router`], the table of boxed receivers.
 //!
-//! The table is a `dashmap::DashMap`: the keys are split over 64 shards, each
-//! a hashbrown map behind its own reader-writer lock. A lookup read-locks one
-//! shard; register and unregister write-lock one shard. Senders to different
-//! processes therefore rarely meet, unlike a single `RwLock<HashMap>` whose
-//! one reader count every lookup writes to. The default hasher,
-//! [`RouteBuildHasher`], lays sequential PIDs out in runs per shard (64 by
-//! default, 1 for a table many threads write at once) and in neighbouring
-//! buckets within a shard, so a scheduler that registers and removes PIDs
-//! roughly in the order it hands them out touches few cache lines, and its
-//! submitting thread and its workers lock different shards.
+//! The keys are split over 64 shards, each an open-addressed map (see
+//! `shard.rs`: linear probing, removal by backward shift, no tombstones)
+//! behind its own reader-writer lock on a cache line of its own. A lookup
+//! read-locks one shard; register and unregister write-lock one shard.
+//! Senders to different processes therefore rarely meet, unlike a single
+//! `RwLock<HashMap>` whose one reader count every lookup writes to. The
+//! default hasher, [`RouteBuildHasher`], lays sequential PIDs out in runs
+//! per shard (64 by default, 1 for a table many threads write at once) and
+//! in consecutive buckets within a shard, so a scheduler that registers and
+//! removes PIDs roughly in the order it hands them out touches few cache
+//! lines, finds each PID at its first probe, and its submitting thread and
+//! its workers lock different shards.
 //!
 //! No lock is held while a target's [`Receiver::send`] runs: `send` clones
 //! the target out of the shard and releases the lock first, so a target may
 //! itself register, unregister or send through the same table.
+//!
+//! The locks are `std::sync::RwLock`s. A panic while one is held (in a
+//! caller's predicate, in `with`'s closure or in a target's `clone`)
+//! happens before the shard is changed, so a poisoned lock is used as it
+//! is.
 
 use core::fmt;
 use core::hash::BuildHasher;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use dashmap::DashMap;
-use dashmap::mapref::entry::Entry;
+use crossbeam_utils::CachePadded;
 
-use crate::route_hash::ROUTE_SHARDS;
+use crate::route_hash::{ROUTE_SHARDS, SHARD_SHIFT};
+use crate::shard::Shard;
 use crate::{Package, Pid, Receiver, RegisterError, RouteBuildHasher, SendError};
 
 /// A concurrent routing table from [`Pid`] to a target `T`.
@@ -70,7 +77,8 @@ use crate::{Package, Pid, Receiver, RegisterError, RouteBuildHasher, SendError};
 /// assert!(!table.contains(pid));
 /// ```
 pub struct RoutingTable<T, S = RouteBuildHasher> {
-    routes: DashMap<Pid, T, S>,
+    shards: Box<[CachePadded<RwLock<Shard<T>>>]>,
+    hasher: S,
 }
 
 /// A routing table of type-erased receivers: the relay between runtimes.
@@ -146,9 +154,7 @@ impl<T, S: BuildHasher + Clone> RoutingTable<T, S> {
     /// ```
     #[must_use]
     pub fn with_hasher(hasher: S) -> Self {
-        Self {
-            routes: DashMap::with_hasher_and_shard_amount(hasher, ROUTE_SHARDS),
-        }
+        Self::with_capacity_and_hasher(0, hasher)
     }
 
     /// An empty table with room for `capacity` routes that hashes with
@@ -165,13 +171,33 @@ impl<T, S: BuildHasher + Clone> RoutingTable<T, S> {
     /// ```
     #[must_use]
     pub fn with_capacity_and_hasher(capacity: usize, hasher: S) -> Self {
+        let per_shard = capacity.div_ceil(ROUTE_SHARDS);
         Self {
-            routes: DashMap::with_capacity_and_hasher_and_shard_amount(
-                capacity,
-                hasher,
-                ROUTE_SHARDS,
-            ),
+            shards: (0..ROUTE_SHARDS)
+                .map(|_| CachePadded::new(RwLock::new(Shard::with_capacity(per_shard))))
+                .collect(),
+            hasher,
         }
+    }
+
+    /// The shard of `pid` and the hash its shard keeps (the low 32 bits;
+    /// the shard is the 6 bits under the top 7, where
+    /// [`RouteHasher`](crate::RouteHasher) puts it).
+    #[inline]
+    fn locate(&self, pid: Pid) -> (&RwLock<Shard<T>>, u32) {
+        let hash = self.hasher.hash_one(pid);
+        let shard = (hash >> SHARD_SHIFT) as usize % ROUTE_SHARDS;
+        (&self.shards[shard], hash as u32)
+    }
+
+    #[inline]
+    fn read(shard: &RwLock<Shard<T>>) -> RwLockReadGuard<'_, Shard<T>> {
+        shard.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    #[inline]
+    fn write(shard: &RwLock<Shard<T>>) -> RwLockWriteGuard<'_, Shard<T>> {
+        shard.write().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Adds the route `pid → target`.
@@ -192,13 +218,10 @@ impl<T, S: BuildHasher + Clone> RoutingTable<T, S> {
     /// assert_eq!(refused.into_target(), "b");
     /// ```
     pub fn register(&self, pid: Pid, target: T) -> Result<(), RegisterError<T>> {
-        match self.routes.entry(pid) {
-            Entry::Occupied(_) => Err(RegisterError::AlreadyRegistered { pid, target }),
-            Entry::Vacant(slot) => {
-                slot.insert(target);
-                Ok(())
-            }
-        }
+        let (shard, hash) = self.locate(pid);
+        Self::write(shard)
+            .insert(hash, pid, target)
+            .map_err(|target| RegisterError::AlreadyRegistered { pid, target })
     }
 
     /// Removes the route of `pid` unconditionally and returns its target.
@@ -218,7 +241,7 @@ impl<T, S: BuildHasher + Clone> RoutingTable<T, S> {
     /// assert_eq!(table.unregister(Pid::new(0, 1)), None);
     /// ```
     pub fn unregister(&self, pid: Pid) -> Option<T> {
-        self.routes.remove(&pid).map(|(_, target)| target)
+        self.unregister_if(pid, |_| true)
     }
 
     /// Removes the route of `pid` only if `predicate` accepts its current
@@ -250,9 +273,8 @@ impl<T, S: BuildHasher + Clone> RoutingTable<T, S> {
     /// assert_eq!(table.unregister_if(pid, |&generation| generation == 2), Some(2));
     /// ```
     pub fn unregister_if(&self, pid: Pid, predicate: impl FnOnce(&T) -> bool) -> Option<T> {
-        self.routes
-            .remove_if(&pid, |_, target| predicate(target))
-            .map(|(_, target)| target)
+        let (shard, hash) = self.locate(pid);
+        Self::write(shard).remove_if(hash, pid, predicate)
     }
 
     /// A clone of the target of `pid`, if it has a route.
@@ -275,7 +297,7 @@ impl<T, S: BuildHasher + Clone> RoutingTable<T, S> {
     where
         T: Clone,
     {
-        self.routes.get(&pid).map(|entry| entry.value().clone())
+        self.with(pid, T::clone)
     }
 
     /// Runs `f` on the target of `pid` without cloning it, and returns its
@@ -296,7 +318,8 @@ impl<T, S: BuildHasher + Clone> RoutingTable<T, S> {
     /// assert_eq!(table.with(Pid::new(0, 2), |v| v.len()), None);
     /// ```
     pub fn with<R>(&self, pid: Pid, f: impl FnOnce(&T) -> R) -> Option<R> {
-        self.routes.get(&pid).map(|entry| f(entry.value()))
+        let (shard, hash) = self.locate(pid);
+        Self::read(shard).get(hash, pid).map(f)
     }
 
     /// Whether `pid` has a route.
@@ -313,7 +336,7 @@ impl<T, S: BuildHasher + Clone> RoutingTable<T, S> {
     /// ```
     #[must_use]
     pub fn contains(&self, pid: Pid) -> bool {
-        self.routes.contains_key(&pid)
+        self.with(pid, |_| ()).is_some()
     }
 
     /// The number of routes.
@@ -333,7 +356,10 @@ impl<T, S: BuildHasher + Clone> RoutingTable<T, S> {
     /// ```
     #[must_use]
     pub fn len(&self) -> usize {
-        self.routes.len()
+        self.shards
+            .iter()
+            .map(|shard| Self::read(shard).len())
+            .sum()
     }
 
     /// Whether the table has no routes (a snapshot, like [`len`](Self::len)).
@@ -347,7 +373,7 @@ impl<T, S: BuildHasher + Clone> RoutingTable<T, S> {
     /// ```
     #[must_use]
     pub fn is_empty(&self) -> bool {
-        self.routes.is_empty()
+        self.shards.iter().all(|shard| Self::read(shard).len() == 0)
     }
 
     /// The PIDs that have a route, in no particular order.
@@ -370,7 +396,7 @@ impl<T, S: BuildHasher + Clone> RoutingTable<T, S> {
     /// ```
     #[must_use]
     pub fn pids(&self) -> Vec<Pid> {
-        self.routes.iter().map(|entry| *entry.key()).collect()
+        self.collect(|pid, _| pid)
     }
 
     /// Every route as `(pid, target clone)`, in no particular order; for
@@ -391,10 +417,18 @@ impl<T, S: BuildHasher + Clone> RoutingTable<T, S> {
     where
         T: Clone,
     {
-        self.routes
-            .iter()
-            .map(|entry| (*entry.key(), entry.value().clone()))
-            .collect()
+        self.collect(|pid, target| (pid, target.clone()))
+    }
+
+    /// `f` of every route, one shard read-locked at a time.
+    fn collect<R>(&self, f: impl Fn(Pid, &T) -> R) -> Vec<R> {
+        let mut all = Vec::new();
+        for shard in self.shards.iter() {
+            let shard = Self::read(shard);
+            all.reserve(shard.len());
+            all.extend(shard.iter().map(|(pid, target)| f(pid, target)));
+        }
+        all
     }
 }
 

@@ -40,7 +40,7 @@
 //!   steps never overlap.
 //! * **The lazy event queue** in the whole model: covered by
 //!   `first_events_race_to_create_the_queue` (see above).
-//! * **The routing table.** dashmap's shard locks are not loom's, so routes
+//! * **The routing table.** Its shard locks are std's, not loom's, so routes
 //!   are outside the model. Register, lookup and compare-before-delete are
 //!   checked by the relay crate's ledger tests
 //!   (`send_register_unregister_ledger`, `compare_before_delete_under_reuse`)
