@@ -77,7 +77,8 @@ use crate::{Package, Pid, Receiver, RegisterError, RouteBuildHasher, SendError};
 /// assert!(!table.contains(pid));
 /// ```
 pub struct RoutingTable<T, S = RouteBuildHasher> {
-    shards: Box<[CachePadded<RwLock<Shard<T>>>]>,
+    /// A fixed-size array, so that indexing by 6 bits needs no bounds check.
+    shards: Box<[CachePadded<RwLock<Shard<T>>>; ROUTE_SHARDS]>,
     hasher: S,
 }
 
@@ -173,9 +174,9 @@ impl<T, S: BuildHasher + Clone> RoutingTable<T, S> {
     pub fn with_capacity_and_hasher(capacity: usize, hasher: S) -> Self {
         let per_shard = capacity.div_ceil(ROUTE_SHARDS);
         Self {
-            shards: (0..ROUTE_SHARDS)
-                .map(|_| CachePadded::new(RwLock::new(Shard::with_capacity(per_shard))))
-                .collect(),
+            shards: Box::new(std::array::from_fn(|_| {
+                CachePadded::new(RwLock::new(Shard::with_capacity(per_shard)))
+            })),
             hasher,
         }
     }
@@ -186,7 +187,7 @@ impl<T, S: BuildHasher + Clone> RoutingTable<T, S> {
     #[inline]
     fn locate(&self, pid: Pid) -> (&RwLock<Shard<T>>, u32) {
         let hash = self.hasher.hash_one(pid);
-        let shard = (hash >> SHARD_SHIFT) as usize % ROUTE_SHARDS;
+        let shard = (hash >> SHARD_SHIFT) as usize & (ROUTE_SHARDS - 1);
         (&self.shards[shard], hash as u32)
     }
 
@@ -217,6 +218,7 @@ impl<T, S: BuildHasher + Clone> RoutingTable<T, S> {
     /// let refused = table.register(Pid::new(0, 1), "b").unwrap_err();
     /// assert_eq!(refused.into_target(), "b");
     /// ```
+    #[inline]
     pub fn register(&self, pid: Pid, target: T) -> Result<(), RegisterError<T>> {
         let (shard, hash) = self.locate(pid);
         Self::write(shard)
@@ -240,6 +242,7 @@ impl<T, S: BuildHasher + Clone> RoutingTable<T, S> {
     /// assert_eq!(table.unregister(Pid::new(0, 1)), Some("a"));
     /// assert_eq!(table.unregister(Pid::new(0, 1)), None);
     /// ```
+    #[inline]
     pub fn unregister(&self, pid: Pid) -> Option<T> {
         self.unregister_if(pid, |_| true)
     }
@@ -272,6 +275,7 @@ impl<T, S: BuildHasher + Clone> RoutingTable<T, S> {
     /// // Generation 2 removes its own route.
     /// assert_eq!(table.unregister_if(pid, |&generation| generation == 2), Some(2));
     /// ```
+    #[inline]
     pub fn unregister_if(&self, pid: Pid, predicate: impl FnOnce(&T) -> bool) -> Option<T> {
         let (shard, hash) = self.locate(pid);
         Self::write(shard).remove_if(hash, pid, predicate)
@@ -293,6 +297,7 @@ impl<T, S: BuildHasher + Clone> RoutingTable<T, S> {
     /// assert_eq!(table.get(Pid::new(0, 2)), None);
     /// ```
     #[must_use]
+    #[inline]
     pub fn get(&self, pid: Pid) -> Option<T>
     where
         T: Clone,
@@ -317,6 +322,7 @@ impl<T, S: BuildHasher + Clone> RoutingTable<T, S> {
     /// assert_eq!(table.with(Pid::new(0, 1), |v| v.len()), Some(3));
     /// assert_eq!(table.with(Pid::new(0, 2), |v| v.len()), None);
     /// ```
+    #[inline]
     pub fn with<R>(&self, pid: Pid, f: impl FnOnce(&T) -> R) -> Option<R> {
         let (shard, hash) = self.locate(pid);
         Self::read(shard).get(hash, pid).map(f)
@@ -335,6 +341,7 @@ impl<T, S: BuildHasher + Clone> RoutingTable<T, S> {
     /// assert!(!table.contains(Pid::new(0, 2)));
     /// ```
     #[must_use]
+    #[inline]
     pub fn contains(&self, pid: Pid) -> bool {
         self.with(pid, |_| ()).is_some()
     }
