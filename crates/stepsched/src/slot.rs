@@ -851,10 +851,16 @@ impl<P: SchedProcess> Slot<P> {
         }
         // `Vec::clear` empties the vector before dropping the elements, so
         // after a panicking payload the vector is still sound (and empty).
-        caught("a command's drop", &mut || body.out.reset());
+        // Most processes end with nothing left in either (the step that
+        // finished took its status): no call, no unwind guard.
+        if body.out.status().is_some() || !body.out.yields().is_empty() {
+            caught("a command's drop", &mut || body.out.reset());
+        }
         // SAFETY: the inline batch belongs to the owner of the body.
         let inline = unsafe { &mut *self.inline.get() };
-        caught("an event's drop", &mut || inline.clear());
+        if !inline.is_empty() {
+            caught("an event's drop", &mut || inline.clear());
+        }
         // SAFETY: the caller owns the body, hence the receiver.
         if let Some(mut receiver) = unsafe { self.queue.receiver() } {
             receiver.close();
