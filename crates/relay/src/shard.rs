@@ -201,8 +201,8 @@ impl<T> Shard<T> {
         Ok(())
     }
 
-    /// Removes the route of `pid` if `keep` does not want it kept, and
-    /// returns its target. `keep` runs on the current target only.
+    /// Removes the route of `pid` if `remove` accepts its target, and
+    /// returns the target. `remove` runs on the current target only.
     #[inline]
     pub(crate) fn remove_if(
         &mut self,

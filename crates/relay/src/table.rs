@@ -2,7 +2,8 @@
 //! [`Router`], the table of boxed receivers.
 //!
 //! The keys are split over 64 shards, each an open-addressed map (see
-//! `shard.rs`: linear probing, removal by backward shift, no tombstones)
+//! `shard.rs`: Robin Hood linear probing, removal by backward shift, no
+//! tombstones)
 //! behind its own reader-writer lock on a cache line of its own. A lookup
 //! read-locks one shard; register and unregister write-lock one shard.
 //! Senders to different processes therefore rarely meet, unlike a single
