@@ -18,7 +18,14 @@ const SHARD_BITS: u32 = 6;
 const MAX_RUN: usize = 64;
 
 /// Where the table reads the shard: the 6 bits just under the top 7.
-pub(crate) const SHARD_SHIFT: u32 = 64 - 7 - SHARD_BITS;
+const SHARD_SHIFT: u32 = 64 - 7 - SHARD_BITS;
+
+/// The shard of a key with hash `hash` in a table of [`ROUTE_SHARDS`]
+/// shards: the 6 bits just under the top 7, where [`RouteHasher`] puts it.
+#[inline]
+pub(crate) fn shard_of(hash: u64) -> usize {
+    (hash >> SHARD_SHIFT) as usize & (ROUTE_SHARDS - 1)
+}
 
 /// The default hasher of a [`RoutingTable`](crate::RoutingTable): lays
 /// sequential [`Pid`](crate::Pid)s out in runs of consecutive numbers per
@@ -236,9 +243,9 @@ mod tests {
         RouteBuildHasher::runs_of(1).hash_one(pid)
     }
 
-    /// The table's shard of `h` with [`ROUTE_SHARDS`] shards.
+    /// The table's shard of `h`, as the tests' `u64`.
     fn shard(h: u64) -> u64 {
-        (h << 7) >> (64 - SHARD_BITS)
+        shard_of(h) as u64
     }
 
     #[test]

@@ -30,7 +30,7 @@ use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crossbeam_utils::CachePadded;
 
-use crate::route_hash::{ROUTE_SHARDS, SHARD_SHIFT};
+use crate::route_hash::{ROUTE_SHARDS, shard_of};
 use crate::shard::Shard;
 use crate::{Package, Pid, Receiver, RegisterError, RouteBuildHasher, SendError};
 
@@ -182,14 +182,11 @@ impl<T, S: BuildHasher + Clone> RoutingTable<T, S> {
         }
     }
 
-    /// The shard of `pid` and the hash its shard keeps (the low 32 bits;
-    /// the shard is the 6 bits under the top 7, where
-    /// [`RouteHasher`](crate::RouteHasher) puts it).
+    /// The shard of `pid` and the hash its shard keeps (the low 32 bits).
     #[inline]
     fn locate(&self, pid: Pid) -> (&RwLock<Shard<T>>, u32) {
         let hash = self.hasher.hash_one(pid);
-        let shard = (hash >> SHARD_SHIFT) as usize & (ROUTE_SHARDS - 1);
-        (&self.shards[shard], hash as u32)
+        (&self.shards[shard_of(hash)], hash as u32)
     }
 
     #[inline]
