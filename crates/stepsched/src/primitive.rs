@@ -16,7 +16,7 @@ compile_error!("`--cfg stepsched_loom` needs the `loom` feature: `--features loo
 pub(crate) mod sync {
     /// What holds a process's slot: std's `Arc`.
     pub(crate) use std::sync::Arc as SlotArc;
-    pub(crate) use std::sync::{Arc, Condvar, Mutex};
+    pub(crate) use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
     pub(crate) mod atomic {
         pub(crate) use std::sync::atomic::{
@@ -35,7 +35,7 @@ pub(crate) mod sync {
     /// the spares lent to completers — and report a reference released
     /// twice (a use after release) or never (a leak).
     pub(crate) use loom::sync::Arc as SlotArc;
-    pub(crate) use loom::sync::{Condvar, Mutex};
+    pub(crate) use loom::sync::{Condvar, Mutex, MutexGuard};
     pub(crate) use std::sync::Arc;
 
     pub(crate) mod atomic {
@@ -87,6 +87,35 @@ pub(crate) mod cell {
             self.0.get()
         }
     }
+}
+
+/// A cell whose every access loom checks for data races under
+/// `--cfg stepsched_loom` (loom's `UnsafeCell`, with its closure-based
+/// API); std's `UnsafeCell` behind the same API otherwise, where the
+/// closures cost nothing. For data handed between threads by an atomic
+/// protocol that the models must see (the result cell).
+#[cfg(not(stepsched_loom))]
+pub(crate) mod tracked {
+    #[derive(Debug, Default)]
+    #[repr(transparent)]
+    pub(crate) struct TrackedCell<T>(std::cell::UnsafeCell<T>);
+
+    impl<T> TrackedCell<T> {
+        pub(crate) const fn new(value: T) -> Self {
+            Self(std::cell::UnsafeCell::new(value))
+        }
+
+        /// Runs `f` with a mutable raw pointer to the contents.
+        #[inline(always)]
+        pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+            f(self.0.get())
+        }
+    }
+}
+
+#[cfg(stepsched_loom)]
+pub(crate) mod tracked {
+    pub(crate) use loom::cell::UnsafeCell as TrackedCell;
 }
 
 /// Thread-locals: loom's under loom, where model threads share OS threads.

@@ -1,108 +1,250 @@
 //! Where a process's result waits for its [`JoinHandle`](crate::JoinHandle).
+//!
+//! # Protocol
+//!
+//! Every process stores its result here once, and most are never joined
+//! (a child spawned from a step has no handle), so the store takes no
+//! lock: the finisher writes the result into its cell, then sets [`DONE`]
+//! in the flag word with one `fetch_or`, which publishes the write. A
+//! joiner that reads `DONE` with Acquire takes the result; only the one
+//! handle ever reads it, and its reads take it by value or `&mut` (see
+//! `JoinHandle`), so two takes never race.
+//!
+//! A joiner that finds the process running waits on the mutex and the
+//! condvar, and the finisher takes the mutex only if one registered:
+//! under the mutex the joiner stores its waker (a `poll`) and sets
+//! [`WAITING`] with its own `fetch_or`, then sleeps on the condvar (a
+//! `wait`) or returns `Pending`. Both writes of the word are
+//! read-modify-writes, so one comes first:
+//!
+//! * the finisher's: the joiner's `fetch_or` returns `DONE`, and the
+//!   joiner takes the result at once (its Acquire RMW reads the value the
+//!   finisher's Release RMW wrote);
+//! * the joiner's: the finisher's `fetch_or` returns `WAITING`, so it
+//!   takes the mutex, which it gets only once the joiner has released it
+//!   (by sleeping on the condvar, or by returning after storing its
+//!   waker), then notifies the condvar and wakes the waker. A woken
+//!   joiner checks the word again under the mutex.
+//!
+//! Nothing is lost either way; the models in this module check both
+//! orders.
 
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use stepsched_process::Error;
 
-use crate::primitive::sync::{Condvar, Mutex};
+use crate::primitive::sync::atomic::{AtomicU8, Ordering};
+use crate::primitive::sync::{Condvar, Mutex, MutexGuard};
+use crate::primitive::tracked::TrackedCell;
+
+/// The result is in its cell.
+const DONE: u8 = 1;
+/// A joiner waits (on the condvar, or with a waker under the mutex).
+const WAITING: u8 = 2;
 
 /// Where a process's result waits for its join handle.
 pub(crate) struct ResultCell<O> {
-    state: Mutex<CellState<O>>,
+    /// [`DONE`] and [`WAITING`] (see the module docs).
+    flags: AtomicU8,
+    /// Written once by the finisher before it sets `DONE`; taken by the
+    /// one joiner after it read `DONE`.
+    result: TrackedCell<Option<Result<O, Error>>>,
+    /// The waiting joiner's waker, if it polls.
+    waker: Mutex<Option<Waker>>,
     ready: Condvar,
 }
 
-struct CellState<O> {
-    result: Option<Result<O, Error>>,
-    done: bool,
-    /// A thread waits in `wait`: `set` must notify the condvar (a futex
-    /// wake is a system call, so it is skipped when nobody waits).
-    waiting: bool,
-    waker: Option<Waker>,
-}
+// SAFETY: the result moves from the finisher's thread to the joiner's
+// (hence `O: Send`), and the cell is accessed by one thread at a time, as
+// the module docs argue: the finisher before its Release `fetch_or` of
+// `DONE`, the joiner after an Acquire read of it. The other fields are
+// `Sync` (`Waker` is `Send + Sync`).
+unsafe impl<O: Send> Sync for ResultCell<O> {}
 
 impl<O> ResultCell<O> {
     pub(crate) fn new() -> Self {
         ResultCell {
-            state: Mutex::new(CellState {
-                result: None,
-                done: false,
-                waiting: false,
-                waker: None,
-            }),
+            flags: AtomicU8::new(0),
+            result: TrackedCell::new(None),
+            waker: Mutex::new(None),
             ready: Condvar::new(),
         }
     }
 
-    /// Stores the result and wakes the waiter. Called once per process (the
-    /// caller holds the slot's `finished` flag).
+    /// Stores the result and wakes the joiner if one waits. Called once
+    /// per process (the caller holds the slot's `finished` flag).
+    #[inline]
     pub(crate) fn set(&self, result: Result<O, Error>) {
-        let (waker, waiting) = {
-            let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-            state.result = Some(result);
-            state.done = true;
-            (state.waker.take(), state.waiting)
-        };
-        if waiting {
-            self.ready.notify_all();
+        // SAFETY: nobody else touches the cell before `DONE` is set: one
+        // `set` per process, and the joiner reads only after `DONE`.
+        self.result.with_mut(|cell| unsafe { *cell = Some(result) });
+        // Release: publishes the write above to the joiner's Acquire read
+        // of `DONE`. Relaxed would do for `WAITING` itself: the waker it
+        // guards is read under the mutex, which orders it.
+        if self.flags.fetch_or(DONE, Ordering::Release) & WAITING != 0 {
+            self.notify();
         }
+    }
+
+    /// Wakes the registered joiner (see the module docs).
+    #[cold]
+    #[inline(never)]
+    fn notify(&self) {
+        let waker = self.lock().take();
+        self.ready.notify_all();
         if let Some(w) = waker {
             w.wake();
         }
     }
 
+    fn lock(&self) -> MutexGuard<'_, Option<Waker>> {
+        self.waker.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether the result is in; Acquire, so that the caller may then take
+    /// it.
+    #[inline]
+    pub(crate) fn is_done(&self) -> bool {
+        // Acquire: pairs with the Release `fetch_or` in `set`.
+        self.flags.load(Ordering::Acquire) & DONE != 0
+    }
+
+    /// Registers the joiner, under the mutex; whether the result is in.
+    fn register(&self) -> bool {
+        // Acquire: as in `is_done`, through the finisher's RMW if it came
+        // first (ours then continues its release sequence).
+        self.flags.fetch_or(WAITING, Ordering::Acquire) & DONE != 0
+    }
+
     pub(crate) fn wait(&self) -> Result<O, Error> {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        while !state.done {
-            state.waiting = true;
-            state = self.ready.wait(state).unwrap_or_else(|p| p.into_inner());
+        if !self.is_done() {
+            let mut guard = self.lock();
+            let mut done = self.register();
+            while !done {
+                guard = self.ready.wait(guard).unwrap_or_else(|p| p.into_inner());
+                done = self.is_done();
+            }
         }
-        take(&mut state.result)
+        self.take()
     }
 
     /// As `wait`, but gives up after `timeout` (`None`: not done yet).
     pub(crate) fn wait_timeout(&self, timeout: Duration) -> Option<Result<O, Error>> {
-        // An unrepresentable deadline is as good as none.
-        let until = Instant::now().checked_add(timeout);
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        while !state.done {
-            let left = match until {
-                Some(until) => until.saturating_duration_since(Instant::now()),
-                None => Duration::MAX,
-            };
-            if left.is_zero() {
-                return None;
+        if !self.is_done() {
+            // An unrepresentable deadline is as good as none.
+            let until = Instant::now().checked_add(timeout);
+            let mut guard = self.lock();
+            let mut done = self.register();
+            while !done {
+                let left = match until {
+                    Some(until) => until.saturating_duration_since(Instant::now()),
+                    None => Duration::MAX,
+                };
+                if left.is_zero() {
+                    return None;
+                }
+                guard = self
+                    .ready
+                    .wait_timeout(guard, left)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+                done = self.is_done();
             }
-            state.waiting = true;
-            state = self
-                .ready
-                .wait_timeout(state, left)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
         }
-        Some(take(&mut state.result))
+        Some(self.take())
     }
 
     pub(crate) fn poll(&self, cx: &mut Context<'_>) -> Poll<Result<O, Error>> {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        if state.done {
-            return Poll::Ready(take(&mut state.result));
+        if !self.is_done() {
+            let mut waker = self.lock();
+            match &mut *waker {
+                Some(w) if w.will_wake(cx.waker()) => {}
+                slot => *slot = Some(cx.waker().clone()),
+            }
+            if !self.register() {
+                return Poll::Pending;
+            }
+            // Done after all: the finisher saw no `WAITING` and will not
+            // look for the waker.
+            *waker = None;
         }
-        match &mut state.waker {
-            Some(w) if w.will_wake(cx.waker()) => {}
-            slot => *slot = Some(cx.waker().clone()),
-        }
-        Poll::Pending
+        Poll::Ready(self.take())
     }
 
-    pub(crate) fn is_done(&self) -> bool {
-        self.state.lock().unwrap_or_else(|p| p.into_inner()).done
+    /// Takes the result, once `DONE` was read with Acquire.
+    fn take(&self) -> Result<O, Error> {
+        // SAFETY: `DONE` was read with Acquire, so the finisher's write is
+        // visible and it touches the cell no more; only the one joiner
+        // takes (see the module docs).
+        let result = self.result.with_mut(|cell| unsafe { (*cell).take() });
+        take(result)
     }
 }
 
-fn take<O>(result: &mut Option<Result<O, Error>>) -> Result<O, Error> {
-    result
-        .take()
-        .unwrap_or_else(|| Err(Error::failed("the result was already taken")))
+fn take<O>(result: Option<Result<O, Error>>) -> Result<O, Error> {
+    result.unwrap_or_else(|| Err(Error::failed("the result was already taken")))
+}
+
+#[cfg(all(test, stepsched_loom))]
+mod loom_tests {
+    use std::sync::Arc as StdArc;
+    use std::task::{Context, Poll, Wake, Waker};
+
+    use super::ResultCell;
+    use crate::primitive::sync::Arc;
+    use crate::primitive::sync::atomic::{AtomicBool, Ordering};
+
+    /// A waker that records its wake.
+    struct Flag(AtomicBool);
+
+    impl Wake for Flag {
+        fn wake(self: StdArc<Self>) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// The finisher stores the result while the joiner blocks in `wait`:
+    /// the joiner gets it, in either order of their flag writes (a lost
+    /// wake-up would leave it blocked, which loom reports as a deadlock).
+    #[test]
+    fn loom_a_result_set_while_the_joiner_waits_reaches_it() {
+        loom::model(|| {
+            let cell = Arc::new(ResultCell::<u32>::new());
+            let finisher = {
+                let cell = cell.clone();
+                loom::thread::spawn(move || cell.set(Ok(7)))
+            };
+            assert_eq!(cell.wait(), Ok(7));
+            finisher.join().unwrap();
+        });
+    }
+
+    /// As above with a poll: either it is ready, or its waker is woken by
+    /// the time the finisher is done, and the next poll is ready.
+    #[test]
+    fn loom_a_result_set_while_the_joiner_polls_wakes_it() {
+        loom::model(|| {
+            let cell = Arc::new(ResultCell::<u32>::new());
+            let finisher = {
+                let cell = cell.clone();
+                loom::thread::spawn(move || cell.set(Ok(7)))
+            };
+            let flag = StdArc::new(Flag(AtomicBool::new(false)));
+            let waker = Waker::from(flag.clone());
+            let mut cx = Context::from_waker(&waker);
+            let first = cell.poll(&mut cx);
+            finisher.join().unwrap();
+            match first {
+                Poll::Ready(result) => assert_eq!(result, Ok(7)),
+                Poll::Pending => {
+                    assert!(
+                        flag.0.load(Ordering::SeqCst),
+                        "a pending joiner was never woken"
+                    );
+                    assert_eq!(cell.poll(&mut cx), Poll::Ready(Ok(7)));
+                }
+            }
+        });
+    }
 }
