@@ -98,9 +98,9 @@ pub(crate) mod cell {
 pub(crate) mod tracked {
     #[derive(Debug, Default)]
     #[repr(transparent)]
-    pub(crate) struct TrackedCell<T>(std::cell::UnsafeCell<T>);
+    pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
 
-    impl<T> TrackedCell<T> {
+    impl<T> UnsafeCell<T> {
         pub(crate) const fn new(value: T) -> Self {
             Self(std::cell::UnsafeCell::new(value))
         }
@@ -115,7 +115,7 @@ pub(crate) mod tracked {
 
 #[cfg(stepsched_loom)]
 pub(crate) mod tracked {
-    pub(crate) use loom::cell::UnsafeCell as TrackedCell;
+    pub(crate) use loom::cell::UnsafeCell;
 }
 
 /// Thread-locals: loom's under loom, where model threads share OS threads.

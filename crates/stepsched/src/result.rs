@@ -36,7 +36,7 @@ use stepsched_process::Error;
 
 use crate::primitive::sync::atomic::{AtomicU8, Ordering};
 use crate::primitive::sync::{Condvar, Mutex, MutexGuard};
-use crate::primitive::tracked::TrackedCell;
+use crate::primitive::tracked;
 
 /// The result is in its cell.
 const DONE: u8 = 1;
@@ -49,7 +49,7 @@ pub(crate) struct ResultCell<O> {
     flags: AtomicU8,
     /// Written once by the finisher before it sets `DONE`; taken by the
     /// one joiner after it read `DONE`.
-    result: TrackedCell<Option<Result<O, Error>>>,
+    result: tracked::UnsafeCell<Option<Result<O, Error>>>,
     /// The waiting joiner's waker, if it polls.
     waker: Mutex<Option<Waker>>,
     ready: Condvar,
@@ -66,7 +66,7 @@ impl<O> ResultCell<O> {
     pub(crate) fn new() -> Self {
         ResultCell {
             flags: AtomicU8::new(0),
-            result: TrackedCell::new(None),
+            result: tracked::UnsafeCell::new(None),
             waker: Mutex::new(None),
             ready: Condvar::new(),
         }
