@@ -97,14 +97,15 @@ impl<P: SchedProcess> Handle<P> {
         input: P::Input,
     ) -> Result<JoinHandle<P>, SubmitError<P>> {
         let worker = self.core.pool().current_worker();
-        let slot = self.publish(worker, pid, process, method, input)?;
+        let slot = self.publish(worker, pid, process, method, input, true)?;
         Ok(self.start(slot, worker))
     }
 
     /// `submit` up to its first run queue: reserves, initializes and
     /// registers the process, and returns its slot (the reference `start`
     /// or `start_detached` takes). `worker`: the calling thread's index
-    /// if it is one of this scheduler's workers (`Pool::current_worker`).
+    /// if it is one of this scheduler's workers (`Pool::current_worker`);
+    /// `joinable`: whether a join handle will read the result.
     fn publish(
         &self,
         worker: Option<usize>,
@@ -112,6 +113,7 @@ impl<P: SchedProcess> Handle<P> {
         mut process: P,
         method: &str,
         input: P::Input,
+        joinable: bool,
     ) -> Result<SlotArc<Slot<P>>, SubmitError<P>> {
         let core = &self.core;
         // Reserve first, then check: concurrent submits cannot overshoot.
@@ -133,7 +135,13 @@ impl<P: SchedProcess> Handle<P> {
             core.release_reservation(worker);
             return Err(SubmitError::Init(e));
         }
-        let slot = Slot::new(pid, crate::lent::lend(core, worker), process, cancel);
+        let slot = Slot::new(
+            pid,
+            crate::lent::lend(core, worker),
+            process,
+            cancel,
+            joinable,
+        );
         if let Err(e) = core.routes.register(pid, slot.clone()) {
             drop(e);
             // SAFETY: the slot was never published: the body is ours.
@@ -537,7 +545,7 @@ impl<P: SchedProcess> Reach<P> for Handle<P> {
     fn spawn(&self, child: P, method: &str, input: P::Input) -> Result<Pid, SubmitError<P>> {
         let pid = self.allocate_pid();
         let worker = self.core.pool().current_worker();
-        let slot = self.publish(worker, pid, child, method, input)?;
+        let slot = self.publish(worker, pid, child, method, input, false)?;
         self.start_detached(slot, worker);
         Ok(pid)
     }

@@ -42,6 +42,8 @@ use crate::primitive::tracked;
 const DONE: u8 = 1;
 /// A joiner waits (on the condvar, or with a waker under the mutex).
 const WAITING: u8 = 2;
+/// No handle will ever read the result (set at construction).
+const DETACHED: u8 = 4;
 
 /// Where a process's result waits for its join handle.
 pub(crate) struct ResultCell<O> {
@@ -63,9 +65,11 @@ pub(crate) struct ResultCell<O> {
 unsafe impl<O: Send> Sync for ResultCell<O> {}
 
 impl<O> ResultCell<O> {
-    pub(crate) fn new() -> Self {
+    /// `joinable`: whether a join handle will read the result. If not,
+    /// `set` only stores it, to be dropped with the cell.
+    pub(crate) fn new(joinable: bool) -> Self {
         ResultCell {
-            flags: AtomicU8::new(0),
+            flags: AtomicU8::new(if joinable { 0 } else { DETACHED }),
             result: tracked::UnsafeCell::new(None),
             waker: Mutex::new(None),
             ready: Condvar::new(),
@@ -79,6 +83,12 @@ impl<O> ResultCell<O> {
         // SAFETY: nobody else touches the cell before `DONE` is set: one
         // `set` per process, and the joiner reads only after `DONE`.
         self.result.with_mut(|cell| unsafe { *cell = Some(result) });
+        // Relaxed: `DETACHED` was written before the cell was shared, and
+        // nobody writes it since. No handle reads a detached result: the
+        // cell's drop does, after the last reference is released.
+        if self.flags.load(Ordering::Relaxed) & DETACHED != 0 {
+            return;
+        }
         // Release: publishes the write above to the joiner's Acquire read
         // of `DONE`. Relaxed would do for `WAITING` itself: the waker it
         // guards is read under the mutex, which orders it.
@@ -210,7 +220,7 @@ mod loom_tests {
     #[test]
     fn loom_a_result_set_while_the_joiner_waits_reaches_it() {
         loom::model(|| {
-            let cell = Arc::new(ResultCell::<u32>::new());
+            let cell = Arc::new(ResultCell::<u32>::new(true));
             let finisher = {
                 let cell = cell.clone();
                 loom::thread::spawn(move || cell.set(Ok(7)))
@@ -225,7 +235,7 @@ mod loom_tests {
     #[test]
     fn loom_a_result_set_while_the_joiner_polls_wakes_it() {
         loom::model(|| {
-            let cell = Arc::new(ResultCell::<u32>::new());
+            let cell = Arc::new(ResultCell::<u32>::new(true));
             let finisher = {
                 let cell = cell.clone();
                 loom::thread::spawn(move || cell.set(Ok(7)))

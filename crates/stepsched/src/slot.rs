@@ -641,13 +641,16 @@ where
 
 impl<P: Process + 'static> Slot<P> {
     /// A slot for a process whose `init` succeeded, Ready, not yet routed.
+    /// `joinable`: whether a [`JoinHandle`](crate::JoinHandle) will read
+    /// its result (see [`ResultCell::new`]).
     pub(crate) fn new(
         pid: Pid,
         core: Arc<Core<P>>,
         process: P,
         cancel: CancelToken,
+        joinable: bool,
     ) -> SlotArc<Self> {
-        Self::with_process(pid, core, Some(process), cancel)
+        Self::with_process(pid, core, Some(process), cancel, joinable)
     }
 
     /// A slot with no process yet, Ready, not routed, never queued: a
@@ -655,7 +658,7 @@ impl<P: Process + 'static> Slot<P> {
     /// an address (see `group`). Its maker owns its body and either puts
     /// the process in and starts it, or abandons it (`Slot::abandon`).
     pub(crate) fn reserved(pid: Pid, core: Arc<Core<P>>) -> SlotArc<Self> {
-        Self::with_process(pid, core, None, CancelToken::new())
+        Self::with_process(pid, core, None, CancelToken::new(), true)
     }
 
     fn with_process(
@@ -663,6 +666,7 @@ impl<P: Process + 'static> Slot<P> {
         core: Arc<Core<P>>,
         process: Option<P>,
         cancel: CancelToken,
+        joinable: bool,
     ) -> SlotArc<Self> {
         let slot = SlotArc::new(Slot {
             pid,
@@ -680,7 +684,7 @@ impl<P: Process + 'static> Slot<P> {
             forced: AtomicU8::new(NOT_FORCED),
             finished: AtomicBool::new(false),
             parked_as: AtomicU8::new(Waiting::Idle as u8),
-            result: ResultCell::new(),
+            result: ResultCell::new(joinable),
             inline: UnsafeCell::new(Vec::new()),
             #[cfg(stepsched_loom)]
             alive: loom::cell::UnsafeCell::new(()),

@@ -117,3 +117,38 @@ fn dropping_the_handle_leaves_the_process_running() {
     probe.wait_closed(1);
     assert_eq!(probe.steps(), 2);
 }
+
+/// A handle's process and a spawned child both finish before shutdown
+/// returns: the handle then reads its result at once, with no wait (the
+/// result cell was marked done when it was stored, not only when a
+/// child's was).
+#[test]
+fn a_handle_sees_the_result_once_the_workers_stopped() {
+    let s = Builder::new().workers(2).build().unwrap();
+    let probe = Probe::new();
+    let child = Probe::new();
+    let parent = FnProc::new(&probe, {
+        let child = child.clone();
+        move |_, out, ctx| {
+            ctx.spawn(done_at_once(&child, 1), "main", 0)
+                .map_err(|_| Error::failed("the child was refused"))?;
+            out.set_status(stepsched::Status::Done(7));
+            Ok(())
+        }
+    });
+    let h = s.submit(pid(1), parent, "main", 0).unwrap();
+    // Both have stepped (and spawned) before shutdown begins.
+    probe.wait_steps(1);
+    child.wait_steps(1);
+    let report = s.shutdown(std::time::Duration::from_secs(60)).unwrap();
+    assert_eq!(report.forced, 0, "both processes ended by themselves");
+    assert!(
+        h.is_finished(),
+        "the result was stored without marking it done"
+    );
+    assert_eq!(
+        h.join_timeout(std::time::Duration::ZERO).ok(),
+        Some(Ok(7)),
+        "the result is there at once"
+    );
+}
