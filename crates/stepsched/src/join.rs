@@ -49,7 +49,10 @@ impl<P: SchedProcess> JoinHandle<P> {
     /// ([`Error::Terminated`], [`Error::Cancelled`], [`Error::Panicked`], or
     /// an error its `step` returned).
     pub fn join(self) -> Result<P::Output, Error> {
-        self.slot.result.wait()
+        // SAFETY: this handle is its result cell's one reader (one is made
+        // per joinable slot, by `start`; it is not `Clone`), and `self`
+        // is ours.
+        unsafe { self.slot.result.wait() }
     }
 
     /// Like [`join`](JoinHandle::join), but waits at most `timeout`: the
@@ -87,7 +90,8 @@ impl<P: SchedProcess> JoinHandle<P> {
     /// assert_eq!(join.join_timeout(Duration::from_secs(60)).unwrap(), Ok(5));
     /// ```
     pub fn join_timeout(self, timeout: Duration) -> Result<Result<P::Output, Error>, Self> {
-        match self.slot.result.wait_timeout(timeout) {
+        // SAFETY: as in `join`.
+        match unsafe { self.slot.result.wait_timeout(timeout) } {
             Some(result) => Ok(result),
             None => Err(self),
         }
@@ -97,8 +101,19 @@ impl<P: SchedProcess> JoinHandle<P> {
 impl<P: SchedProcess> Future for JoinHandle<P> {
     type Output = Result<P::Output, Error>;
 
+    /// Ready with the process's result once it has completed; polled
+    /// again after that, `Ready(Err(Error::Failed(..)))`: the result was
+    /// already taken.
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.slot.result.poll(cx)
+        // SAFETY: as in `join`, with `&mut self`.
+        unsafe { self.slot.result.poll(cx) }
+    }
+}
+
+impl<P: Process + 'static> Drop for JoinHandle<P> {
+    /// Lets go of the waker a pending poll left with the process.
+    fn drop(&mut self) {
+        self.slot.result.forget_waker();
     }
 }
 

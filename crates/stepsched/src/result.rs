@@ -27,8 +27,22 @@
 //!   joiner checks the word again under the mutex.
 //!
 //! Nothing is lost either way; the models in this module check both
-//! orders.
+//! orders. `WAITING` is never cleared: a joiner that registers again (a
+//! second poll, perhaps with another waker, or a blocking join after a
+//! poll) does the same under the mutex, and its `fetch_or` either comes
+//! before the finisher's, which then finds the newest waker under the
+//! mutex, or after it, and returns `DONE`.
+//!
+//! The waker is the joiner's code: a panic in its `wake` is caught, so it
+//! never reaches the thread that completed the process (a worker, or the
+//! caller of `terminate`), which still publishes the rest. A handle
+//! dropped while its waker is registered takes the waker out.
+//!
+//! `set` and the reads are `unsafe`: the cell relies on its callers for
+//! one `set` (the slot's `finished` flag) and one reader (the process's
+//! only `JoinHandle`, whose methods take it by value or `&mut`).
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
@@ -37,6 +51,7 @@ use stepsched_process::Error;
 use crate::primitive::sync::atomic::{AtomicU8, Ordering};
 use crate::primitive::sync::{Condvar, Mutex, MutexGuard};
 use crate::primitive::tracked;
+use crate::trace;
 
 /// The result is in its cell.
 const DONE: u8 = 1;
@@ -76,10 +91,13 @@ impl<O> ResultCell<O> {
         }
     }
 
-    /// Stores the result and wakes the joiner if one waits. Called once
-    /// per process (the caller holds the slot's `finished` flag).
+    /// Stores the result and wakes the joiner if one waits.
+    ///
+    /// # Safety
+    ///
+    /// At most one call per cell (the slot's `finished` flag sees to it).
     #[inline]
-    pub(crate) fn set(&self, result: Result<O, Error>) {
+    pub(crate) unsafe fn set(&self, result: Result<O, Error>) {
         // SAFETY: nobody else touches the cell before `DONE` is set: one
         // `set` per process, and the joiner reads only after `DONE`.
         self.result.with_mut(|cell| unsafe { *cell = Some(result) });
@@ -103,8 +121,20 @@ impl<O> ResultCell<O> {
     fn notify(&self) {
         let waker = self.lock().take();
         self.ready.notify_all();
-        if let Some(w) = waker {
-            w.wake();
+        if let Some(w) = waker
+            && catch_unwind(AssertUnwindSafe(|| w.wake())).is_err()
+        {
+            trace::debug!("a join handle's waker panicked");
+        }
+    }
+
+    /// Takes out the waker a poll left, if any: the handle is dropped.
+    pub(crate) fn forget_waker(&self) {
+        // Relaxed: only the handle sets `WAITING`, and the handle's owner
+        // is the caller; the waker itself is taken under the mutex.
+        if self.flags.load(Ordering::Relaxed) & WAITING != 0 {
+            let waker = self.lock().take();
+            drop(waker);
         }
     }
 
@@ -122,12 +152,18 @@ impl<O> ResultCell<O> {
 
     /// Registers the joiner, under the mutex; whether the result is in.
     fn register(&self) -> bool {
-        // Acquire: as in `is_done`, through the finisher's RMW if it came
-        // first (ours then continues its release sequence).
+        // Acquire: if the finisher's RMW came first, ours reads its value
+        // (or a later RMW's) and synchronizes with its Release.
         self.flags.fetch_or(WAITING, Ordering::Acquire) & DONE != 0
     }
 
-    pub(crate) fn wait(&self) -> Result<O, Error> {
+    /// Blocks until the result is in and takes it.
+    ///
+    /// # Safety
+    ///
+    /// Only the cell's one reader calls the reads (`wait`, `wait_timeout`,
+    /// `poll`), never two at once.
+    pub(crate) unsafe fn wait(&self) -> Result<O, Error> {
         if !self.is_done() {
             let mut guard = self.lock();
             let mut done = self.register();
@@ -136,11 +172,16 @@ impl<O> ResultCell<O> {
                 done = self.is_done();
             }
         }
-        self.take()
+        // SAFETY: `DONE` was read with Acquire; we are the one reader.
+        unsafe { self.take() }
     }
 
     /// As `wait`, but gives up after `timeout` (`None`: not done yet).
-    pub(crate) fn wait_timeout(&self, timeout: Duration) -> Option<Result<O, Error>> {
+    ///
+    /// # Safety
+    ///
+    /// As for `wait`.
+    pub(crate) unsafe fn wait_timeout(&self, timeout: Duration) -> Option<Result<O, Error>> {
         if !self.is_done() {
             // An unrepresentable deadline is as good as none.
             let until = Instant::now().checked_add(timeout);
@@ -162,10 +203,16 @@ impl<O> ResultCell<O> {
                 done = self.is_done();
             }
         }
-        Some(self.take())
+        // SAFETY: as in `wait`.
+        Some(unsafe { self.take() })
     }
 
-    pub(crate) fn poll(&self, cx: &mut Context<'_>) -> Poll<Result<O, Error>> {
+    /// The result if it is in (taken), else registers `cx`'s waker.
+    ///
+    /// # Safety
+    ///
+    /// As for `wait`.
+    pub(crate) unsafe fn poll(&self, cx: &mut Context<'_>) -> Poll<Result<O, Error>> {
         if !self.is_done() {
             let mut waker = self.lock();
             match &mut *waker {
@@ -175,18 +222,24 @@ impl<O> ResultCell<O> {
             if !self.register() {
                 return Poll::Pending;
             }
-            // Done after all: the finisher saw no `WAITING` and will not
-            // look for the waker.
+            // Done after all: our registration came after the finisher's
+            // RMW, which may have found no `WAITING` (then it never looks
+            // for the waker) or an earlier one's; the waker is not needed.
             *waker = None;
         }
-        Poll::Ready(self.take())
+        // SAFETY: as in `wait`.
+        Poll::Ready(unsafe { self.take() })
     }
 
     /// Takes the result, once `DONE` was read with Acquire.
-    fn take(&self) -> Result<O, Error> {
+    ///
+    /// # Safety
+    ///
+    /// As for `wait`.
+    unsafe fn take(&self) -> Result<O, Error> {
         // SAFETY: `DONE` was read with Acquire, so the finisher's write is
-        // visible and it touches the cell no more; only the one joiner
-        // takes (see the module docs).
+        // visible and it touches the cell no more; only the one reader
+        // takes (the caller's contract).
         let result = self.result.with_mut(|cell| unsafe { (*cell).take() });
         take(result)
     }
@@ -214,6 +267,19 @@ mod loom_tests {
         }
     }
 
+    fn flag() -> (StdArc<Flag>, Waker) {
+        let flag = StdArc::new(Flag(AtomicBool::new(false)));
+        let waker = Waker::from(flag.clone());
+        (flag, waker)
+    }
+
+    /// A finisher thread that sets `Ok(7)`, once.
+    fn finisher(cell: &Arc<ResultCell<u32>>) -> loom::thread::JoinHandle<()> {
+        let cell = cell.clone();
+        // SAFETY: the model's one `set`.
+        loom::thread::spawn(move || unsafe { cell.set(Ok(7)) })
+    }
+
     /// The finisher stores the result while the joiner blocks in `wait`:
     /// the joiner gets it, in either order of their flag writes (a lost
     /// wake-up would leave it blocked, which loom reports as a deadlock).
@@ -221,11 +287,9 @@ mod loom_tests {
     fn loom_a_result_set_while_the_joiner_waits_reaches_it() {
         loom::model(|| {
             let cell = Arc::new(ResultCell::<u32>::new(true));
-            let finisher = {
-                let cell = cell.clone();
-                loom::thread::spawn(move || cell.set(Ok(7)))
-            };
-            assert_eq!(cell.wait(), Ok(7));
+            let finisher = finisher(&cell);
+            // SAFETY: the main thread is the model's one reader.
+            assert_eq!(unsafe { cell.wait() }, Ok(7));
             finisher.join().unwrap();
         });
     }
@@ -236,14 +300,11 @@ mod loom_tests {
     fn loom_a_result_set_while_the_joiner_polls_wakes_it() {
         loom::model(|| {
             let cell = Arc::new(ResultCell::<u32>::new(true));
-            let finisher = {
-                let cell = cell.clone();
-                loom::thread::spawn(move || cell.set(Ok(7)))
-            };
-            let flag = StdArc::new(Flag(AtomicBool::new(false)));
-            let waker = Waker::from(flag.clone());
+            let finisher = finisher(&cell);
+            let (flag, waker) = flag();
             let mut cx = Context::from_waker(&waker);
-            let first = cell.poll(&mut cx);
+            // SAFETY: the main thread is the model's one reader.
+            let first = unsafe { cell.poll(&mut cx) };
             finisher.join().unwrap();
             match first {
                 Poll::Ready(result) => assert_eq!(result, Ok(7)),
@@ -252,9 +313,69 @@ mod loom_tests {
                         flag.0.load(Ordering::SeqCst),
                         "a pending joiner was never woken"
                     );
-                    assert_eq!(cell.poll(&mut cx), Poll::Ready(Ok(7)));
+                    // SAFETY: as above.
+                    assert_eq!(unsafe { cell.poll(&mut cx) }, Poll::Ready(Ok(7)));
                 }
             }
+        });
+    }
+
+    /// A joiner that polled before the race polls again with another
+    /// waker while the finisher runs: `WAITING` is already set, and the
+    /// newest waker is the one woken.
+    #[test]
+    fn loom_a_result_set_while_the_joiner_polls_again_wakes_the_new_waker() {
+        loom::model(|| {
+            let cell = Arc::new(ResultCell::<u32>::new(true));
+            let (_, first) = flag();
+            // SAFETY: the main thread is the model's one reader.
+            assert!(unsafe { cell.poll(&mut Context::from_waker(&first)) }.is_pending());
+            let finisher = finisher(&cell);
+            let (flag, waker) = flag();
+            let mut cx = Context::from_waker(&waker);
+            // SAFETY: as above.
+            let again = unsafe { cell.poll(&mut cx) };
+            finisher.join().unwrap();
+            match again {
+                Poll::Ready(result) => assert_eq!(result, Ok(7)),
+                Poll::Pending => {
+                    assert!(
+                        flag.0.load(Ordering::SeqCst),
+                        "the new waker was never woken"
+                    );
+                    // SAFETY: as above.
+                    assert_eq!(unsafe { cell.poll(&mut cx) }, Poll::Ready(Ok(7)));
+                }
+            }
+        });
+    }
+
+    /// A joiner that polled and then blocks in `wait` gets the result.
+    #[test]
+    fn loom_a_result_set_while_the_joiner_polls_then_waits_reaches_it() {
+        loom::model(|| {
+            let cell = Arc::new(ResultCell::<u32>::new(true));
+            let finisher = finisher(&cell);
+            let (_, waker) = flag();
+            // SAFETY: the main thread is the model's one reader.
+            match unsafe { cell.poll(&mut Context::from_waker(&waker)) } {
+                Poll::Ready(result) => assert_eq!(result, Ok(7)),
+                // SAFETY: as above.
+                Poll::Pending => assert_eq!(unsafe { cell.wait() }, Ok(7)),
+            }
+            finisher.join().unwrap();
+        });
+    }
+
+    /// A detached cell's result is written with no atomic; the cell's
+    /// drop, after the last reference, reads it (loom checks the access).
+    #[test]
+    fn loom_a_detached_result_is_dropped_with_the_cell() {
+        loom::model(|| {
+            let cell = Arc::new(ResultCell::<u32>::new(false));
+            let finisher = finisher(&cell);
+            drop(cell);
+            finisher.join().unwrap();
         });
     }
 }

@@ -907,7 +907,9 @@ impl<P: SchedProcess> Slot<P> {
         if core.limited {
             core.live.fetch_sub(1, Ordering::SeqCst);
         }
-        self.result.set(result);
+        // SAFETY: the first caller of `finish` (the swap above) is the
+        // one caller of `set`.
+        unsafe { self.result.set(result) };
         core.release_unpublished(worker);
     }
 

@@ -152,3 +152,79 @@ fn a_handle_sees_the_result_once_the_workers_stopped() {
         "the result is there at once"
     );
 }
+
+/// A waker that panics when woken.
+struct PanicsOnWake;
+
+impl Wake for PanicsOnWake {
+    fn wake(self: Arc<Self>) {
+        panic!("this waker panics");
+    }
+}
+
+/// A join handle's waker that panics when the process completes: the
+/// panic is the waker's, not the scheduler's, so it does not reach the
+/// thread that completed the process (here the caller of `terminate`,
+/// which forces an idle process on its own thread), and the completion is
+/// still published.
+#[test]
+fn a_panicking_join_waker_does_not_reach_the_completer() {
+    let s = Builder::new().workers(1).build().unwrap();
+    let probe = Probe::new();
+    let mut h = s
+        .submit(pid(5), idle_until_message(&probe), "main", 0)
+        .unwrap();
+    let waker = Waker::from(Arc::new(PanicsOnWake));
+    assert!(
+        Pin::new(&mut h)
+            .poll(&mut Context::from_waker(&waker))
+            .is_pending()
+    );
+    probe.wait_steps(1);
+    let terminated = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.terminate(pid(5))));
+    assert!(
+        matches!(terminated, Ok(Ok(()))),
+        "the waker's panic reached the caller of terminate"
+    );
+    assert!(h.is_finished(), "the result was published");
+    assert_eq!(
+        h.join_timeout(std::time::Duration::ZERO).ok(),
+        Some(Err(Error::Terminated))
+    );
+    assert_eq!(s.stats().failed, 1, "the completion was counted");
+}
+
+/// A handle dropped after a pending poll lets go of its waker at once,
+/// though its process lives on (a future dropped by a `select!` or a
+/// timeout must not keep its task's waker alive).
+#[test]
+fn dropping_a_polled_handle_releases_its_waker() {
+    let s = Builder::new().workers(1).build().unwrap();
+    let probe = Probe::new();
+    let mut h = s
+        .submit(pid(6), idle_until_message(&probe), "main", 0)
+        .unwrap();
+    let wakes = Arc::new(CountWakes(AtomicUsize::new(0)));
+    let waker = Waker::from(wakes.clone());
+    assert!(
+        Pin::new(&mut h)
+            .poll(&mut Context::from_waker(&waker))
+            .is_pending()
+    );
+    drop(waker);
+    assert_eq!(Arc::strong_count(&wakes), 2, "the cell holds the waker");
+    drop(h);
+    assert_eq!(
+        Arc::strong_count(&wakes),
+        1,
+        "the dropped handle kept its waker"
+    );
+    assert!(s.contains(pid(6)), "the process lives on");
+    s.send(pid(6), 1).unwrap();
+    probe.wait_closed(1);
+    assert_eq!(
+        wakes.0.load(Ordering::SeqCst),
+        0,
+        "nobody woke a dropped handle"
+    );
+}
