@@ -112,6 +112,7 @@ impl<P: SchedProcess> Future for JoinHandle<P> {
 
 impl<P: Process + 'static> Drop for JoinHandle<P> {
     /// Lets go of the waker a pending poll left with the process.
+    #[inline]
     fn drop(&mut self) {
         self.slot.result.forget_waker();
     }

@@ -129,13 +129,20 @@ impl<O> ResultCell<O> {
     }
 
     /// Takes out the waker a poll left, if any: the handle is dropped.
+    #[inline]
     pub(crate) fn forget_waker(&self) {
         // Relaxed: only the handle sets `WAITING`, and the handle's owner
         // is the caller; the waker itself is taken under the mutex.
         if self.flags.load(Ordering::Relaxed) & WAITING != 0 {
-            let waker = self.lock().take();
-            drop(waker);
+            self.take_waker();
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn take_waker(&self) {
+        let waker = self.lock().take();
+        drop(waker);
     }
 
     fn lock(&self) -> MutexGuard<'_, Option<Waker>> {
