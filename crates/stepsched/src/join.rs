@@ -22,11 +22,16 @@ use crate::slot::Slot;
 /// dropped when it completes.
 pub struct JoinHandle<P: Process + 'static> {
     slot: SlotArc<Slot<P>>,
+    /// A poll returned `Pending`: the cell may hold our waker.
+    polled: bool,
 }
 
 impl<P: SchedProcess> JoinHandle<P> {
     pub(crate) fn new(slot: SlotArc<Slot<P>>) -> Self {
-        JoinHandle { slot }
+        JoinHandle {
+            slot,
+            polled: false,
+        }
     }
 
     /// The process's PID.
@@ -105,8 +110,11 @@ impl<P: SchedProcess> Future for JoinHandle<P> {
     /// again after that, `Ready(Err(Error::Failed(..)))`: the result was
     /// already taken.
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
         // SAFETY: as in `join`, with `&mut self`.
-        unsafe { self.slot.result.poll(cx) }
+        let poll = unsafe { this.slot.result.poll(cx) };
+        this.polled |= poll.is_pending();
+        poll
     }
 }
 
@@ -114,7 +122,9 @@ impl<P: Process + 'static> Drop for JoinHandle<P> {
     /// Lets go of the waker a pending poll left with the process.
     #[inline]
     fn drop(&mut self) {
-        self.slot.result.forget_waker();
+        if self.polled {
+            self.slot.result.forget_waker();
+        }
     }
 }
 

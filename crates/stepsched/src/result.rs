@@ -23,8 +23,10 @@
 //! * the joiner's: the finisher's `fetch_or` returns `WAITING`, so it
 //!   takes the mutex, which it gets only once the joiner has released it
 //!   (by sleeping on the condvar, or by returning after storing its
-//!   waker), then notifies the condvar and wakes the waker. A woken
-//!   joiner checks the word again under the mutex.
+//!   waker), then marks the joiner `notified`, notifies the condvar and
+//!   wakes the waker. A woken joiner checks `notified` under the mutex,
+//!   which also orders the finisher's write of the result before its
+//!   take.
 //!
 //! Nothing is lost either way; the models in this module check both
 //! orders. `WAITING` is never cleared: a joiner that registers again (a
@@ -36,7 +38,8 @@
 //! The waker is the joiner's code: a panic in its `wake` is caught, so it
 //! never reaches the thread that completed the process (a worker, or the
 //! caller of `terminate`), which still publishes the rest. A handle
-//! dropped while its waker is registered takes the waker out.
+//! dropped after a poll that returned `Pending` takes its waker out (a
+//! handle that never polled has none to take, and does nothing).
 //!
 //! `set` and the reads are `unsafe`: the cell relies on its callers for
 //! one `set` (the slot's `finished` flag) and one reader (the process's
@@ -57,19 +60,29 @@ use crate::trace;
 const DONE: u8 = 1;
 /// A joiner waits (on the condvar, or with a waker under the mutex).
 const WAITING: u8 = 2;
-/// No handle will ever read the result (set at construction).
-const DETACHED: u8 = 4;
 
 /// Where a process's result waits for its join handle.
 pub(crate) struct ResultCell<O> {
     /// [`DONE`] and [`WAITING`] (see the module docs).
     flags: AtomicU8,
+    /// No handle will ever read the result: `set` only stores it. Fixed
+    /// when the cell is made, before it is shared.
+    detached: bool,
     /// Written once by the finisher before it sets `DONE`; taken by the
-    /// one joiner after it read `DONE`.
+    /// one joiner after it read `DONE` (or `notified`).
     result: tracked::UnsafeCell<Option<Result<O, Error>>>,
-    /// The waiting joiner's waker, if it polls.
-    waker: Mutex<Option<Waker>>,
+    /// What a registered joiner and the finisher share under the mutex.
+    joiner: Mutex<Joiner>,
     ready: Condvar,
+}
+
+/// The registered joiner's side, under the cell's mutex.
+struct Joiner {
+    /// The waker of the last poll that returned `Pending`.
+    waker: Option<Waker>,
+    /// The finisher found `WAITING` and came by: the result is in (the
+    /// mutex orders its write before this flag's).
+    notified: bool,
 }
 
 // SAFETY: the result moves from the finisher's thread to the joiner's
@@ -84,9 +97,13 @@ impl<O> ResultCell<O> {
     /// `set` only stores it, to be dropped with the cell.
     pub(crate) fn new(joinable: bool) -> Self {
         ResultCell {
-            flags: AtomicU8::new(if joinable { 0 } else { DETACHED }),
+            flags: AtomicU8::new(0),
+            detached: !joinable,
             result: tracked::UnsafeCell::new(None),
-            waker: Mutex::new(None),
+            joiner: Mutex::new(Joiner {
+                waker: None,
+                notified: false,
+            }),
             ready: Condvar::new(),
         }
     }
@@ -101,10 +118,9 @@ impl<O> ResultCell<O> {
         // SAFETY: nobody else touches the cell before `DONE` is set: one
         // `set` per process, and the joiner reads only after `DONE`.
         self.result.with_mut(|cell| unsafe { *cell = Some(result) });
-        // Relaxed: `DETACHED` was written before the cell was shared, and
-        // nobody writes it since. No handle reads a detached result: the
-        // cell's drop does, after the last reference is released.
-        if self.flags.load(Ordering::Relaxed) & DETACHED != 0 {
+        // No handle reads a detached result: the cell's drop does, after
+        // the last reference is released.
+        if self.detached {
             return;
         }
         // Release: publishes the write above to the joiner's Acquire read
@@ -119,7 +135,11 @@ impl<O> ResultCell<O> {
     #[cold]
     #[inline(never)]
     fn notify(&self) {
-        let waker = self.lock().take();
+        let waker = {
+            let mut joiner = self.lock();
+            joiner.notified = true;
+            joiner.waker.take()
+        };
         self.ready.notify_all();
         if let Some(w) = waker
             && catch_unwind(AssertUnwindSafe(|| w.wake())).is_err()
@@ -128,25 +148,17 @@ impl<O> ResultCell<O> {
         }
     }
 
-    /// Takes out the waker a poll left, if any: the handle is dropped.
-    #[inline]
-    pub(crate) fn forget_waker(&self) {
-        // Relaxed: only the handle sets `WAITING`, and the handle's owner
-        // is the caller; the waker itself is taken under the mutex.
-        if self.flags.load(Ordering::Relaxed) & WAITING != 0 {
-            self.take_waker();
-        }
-    }
-
+    /// Takes out the waker a poll left, if any: the handle that polled is
+    /// dropped.
     #[cold]
     #[inline(never)]
-    fn take_waker(&self) {
-        let waker = self.lock().take();
+    pub(crate) fn forget_waker(&self) {
+        let waker = self.lock().waker.take();
         drop(waker);
     }
 
-    fn lock(&self) -> MutexGuard<'_, Option<Waker>> {
-        self.waker.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> MutexGuard<'_, Joiner> {
+        self.joiner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Whether the result is in; Acquire, so that the caller may then take
@@ -171,15 +183,18 @@ impl<O> ResultCell<O> {
     /// Only the cell's one reader calls the reads (`wait`, `wait_timeout`,
     /// `poll`), never two at once.
     pub(crate) unsafe fn wait(&self) -> Result<O, Error> {
-        if !self.is_done() {
-            let mut guard = self.lock();
-            let mut done = self.register();
-            while !done {
+        let mut guard = self.lock();
+        if !self.register() {
+            // Registered before the finisher's RMW: it will come by under
+            // the mutex and set `notified` (checked under the mutex, so
+            // its write of the result happens before our take).
+            while !guard.notified {
                 guard = self.ready.wait(guard).unwrap_or_else(|p| p.into_inner());
-                done = self.is_done();
             }
         }
-        // SAFETY: `DONE` was read with Acquire; we are the one reader.
+        drop(guard);
+        // SAFETY: `DONE` was read with Acquire, or `notified` under the
+        // mutex after the finisher's write; we are the one reader.
         unsafe { self.take() }
     }
 
@@ -193,8 +208,9 @@ impl<O> ResultCell<O> {
             // An unrepresentable deadline is as good as none.
             let until = Instant::now().checked_add(timeout);
             let mut guard = self.lock();
-            let mut done = self.register();
-            while !done {
+            let registered_first = !self.register();
+            // As in `wait`.
+            while registered_first && !guard.notified {
                 let left = match until {
                     Some(until) => until.saturating_duration_since(Instant::now()),
                     None => Duration::MAX,
@@ -207,7 +223,6 @@ impl<O> ResultCell<O> {
                     .wait_timeout(guard, left)
                     .unwrap_or_else(|p| p.into_inner())
                     .0;
-                done = self.is_done();
             }
         }
         // SAFETY: as in `wait`.
@@ -221,18 +236,24 @@ impl<O> ResultCell<O> {
     /// As for `wait`.
     pub(crate) unsafe fn poll(&self, cx: &mut Context<'_>) -> Poll<Result<O, Error>> {
         if !self.is_done() {
-            let mut waker = self.lock();
-            match &mut *waker {
-                Some(w) if w.will_wake(cx.waker()) => {}
-                slot => *slot = Some(cx.waker().clone()),
+            let mut joiner = self.lock();
+            if joiner.notified {
+                // The finisher came by since our last registration.
+                joiner.waker = None;
+            } else {
+                match &mut joiner.waker {
+                    Some(w) if w.will_wake(cx.waker()) => {}
+                    slot => *slot = Some(cx.waker().clone()),
+                }
+                if !self.register() {
+                    return Poll::Pending;
+                }
+                // Done after all: our registration came after the
+                // finisher's RMW, which may have found no `WAITING` (then
+                // it never looks for the waker) or an earlier one's; the
+                // waker is not needed.
+                joiner.waker = None;
             }
-            if !self.register() {
-                return Poll::Pending;
-            }
-            // Done after all: our registration came after the finisher's
-            // RMW, which may have found no `WAITING` (then it never looks
-            // for the waker) or an earlier one's; the waker is not needed.
-            *waker = None;
         }
         // SAFETY: as in `wait`.
         Poll::Ready(unsafe { self.take() })

@@ -180,7 +180,16 @@ fn a_panicking_join_waker_does_not_reach_the_completer() {
             .poll(&mut Context::from_waker(&waker))
             .is_pending()
     );
-    probe.wait_steps(1);
+    // Parked (Idle), so that `terminate` completes it on this thread: a
+    // step that has returned may still be finishing its run.
+    let until = std::time::Instant::now() + HANG;
+    while s.stats().idle != 1 {
+        assert!(
+            std::time::Instant::now() < until,
+            "hung waiting for the park"
+        );
+        thread::yield_now();
+    }
     let terminated = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.terminate(pid(5))));
     assert!(
         matches!(terminated, Ok(Ok(()))),
