@@ -259,14 +259,16 @@ impl<O> ResultCell<O> {
         Poll::Ready(unsafe { self.take() })
     }
 
-    /// Takes the result, once `DONE` was read with Acquire.
+    /// Takes the result, once `DONE` was read with Acquire (or `notified`
+    /// under the mutex).
     ///
     /// # Safety
     ///
     /// As for `wait`.
     unsafe fn take(&self) -> Result<O, Error> {
-        // SAFETY: `DONE` was read with Acquire, so the finisher's write is
-        // visible and it touches the cell no more; only the one reader
+        // SAFETY: `DONE` was read with Acquire, or `notified` under the
+        // mutex the finisher took after its write, so the write is visible
+        // and the finisher touches the cell no more; only the one reader
         // takes (the caller's contract).
         let result = self.result.with_mut(|cell| unsafe { (*cell).take() });
         take(result)
