@@ -49,7 +49,9 @@
 //! * `big` (Savina): 120 actors each send 2 000 pings to random peers
 //!   (`fastrand`, one seeded generator per actor), one at a time, each
 //!   answered by a pong; the bench thread is the sink that ends them once
-//!   all have finished pinging. Per ping.
+//!   all have finished pinging. On both sides the actors share one vector
+//!   of the actors' addresses (tokio's: of their channel senders). Per
+//!   ping.
 //! * `fj-heavy`: 60 actors × 2 000 messages, each message ~5 µs of pure
 //!   computation: a loop of `x = sin x + cos x + 1` whose length is
 //!   calibrated once at start on this machine (printed; `--heavy-iters N`
@@ -81,7 +83,7 @@
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use stepsched::{
@@ -348,10 +350,12 @@ enum Kind {
         first: bool,
         meetings: u64,
     },
-    /// A big actor.
+    /// A big actor. Every actor shares one vector of the actors'
+    /// addresses, set once all are submitted (before the first `GO`), as
+    /// tokio's side shares one vector of senders.
     Big {
         index: usize,
-        peers: Vec<Lazy>,
+        peers: Arc<OnceLock<Vec<Address<Bench>>>>,
         rng: fastrand::Rng,
         left: u64,
     },
@@ -553,23 +557,29 @@ impl Process for Bench {
                 rng,
                 left,
             } => {
+                // Unset at the first step (with no events), which comes
+                // at submission; set before the first message.
+                let peers = peers.get();
                 for event in events {
                     match event {
                         Event::Message { data: m, .. } => match kind(m) {
                             GO => {
+                                let peers = peers.expect("set before the first GO");
                                 let j = random_peer(rng, *index, peers.len());
-                                peers[j].send(ctx, msg(PING, *index as u64))?;
+                                peers[j].send(msg(PING, *index as u64))?;
                             }
                             PING => {
-                                peers[payload(m) as usize].send(ctx, msg(PONG, 0))?;
+                                let peers = peers.expect("set before the first GO");
+                                peers[payload(m) as usize].send(msg(PONG, 0))?;
                             }
                             PONG => {
                                 *left -= 1;
                                 if *left == 0 {
                                     PINGED.count_down();
                                 } else {
+                                    let peers = peers.expect("set before the first GO");
                                     let j = random_peer(rng, *index, peers.len());
-                                    peers[j].send(ctx, msg(PING, *index as u64))?;
+                                    peers[j].send(msg(PING, *index as u64))?;
                                 }
                             }
                             _ => out.set_status(Status::Done(0)),
@@ -891,23 +901,22 @@ fn ours(w: &Workload, s: &Scheduler<Bench>, heavy_iters: u32) -> Duration {
             start.elapsed()
         }
         Id::Big => {
-            let pids: Vec<Pid> = (0..BIG_ACTORS).map(|_| s.allocate_pid()).collect();
             DONE.arm(BIG_ACTORS);
             PINGED.arm(BIG_ACTORS);
             STARTED.arm(BIG_ACTORS);
-            let to: Vec<Address<Bench>> = pids
-                .iter()
-                .enumerate()
-                .map(|(i, &pid)| {
+            let peers = Arc::new(OnceLock::new());
+            let to: Vec<Address<Bench>> = (0..BIG_ACTORS)
+                .map(|i| {
                     let b = Kind::Big {
                         index: i,
-                        peers: pids.iter().map(|&p| Lazy::new(p)).collect(),
+                        peers: peers.clone(),
                         rng: fastrand::Rng::with_seed(i as u64),
                         left: n,
                     };
-                    submit(s, pid, Bench::started(b))
+                    submit(s, s.allocate_pid(), Bench::started(b))
                 })
                 .collect();
+            assert!(peers.set(to.clone()).is_ok(), "the peers are set once");
             STARTED.wait();
             let start = Instant::now();
             for a in &to {
