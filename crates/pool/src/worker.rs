@@ -54,6 +54,7 @@
 use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
+use crossbeam_utils::CachePadded;
 use stepsched_deque::{Steal, Worker as Deque};
 
 use crate::SubmitError;
@@ -182,6 +183,9 @@ thread_local! {
 pub struct WorkerContext<T: Send + 'static> {
     index: usize,
     deque: Deque<T>,
+    /// `shared.nexts[index]` and `shared.counters[index]`, held directly.
+    next: Arc<CachePadded<NextSlot<T>>>,
+    counters: Arc<CachePadded<Counters>>,
     shared: Arc<Shared<T>>,
 }
 
@@ -329,7 +333,7 @@ impl<T: Send + 'static> WorkerContext<T> {
     /// This worker's next-item slot.
     #[inline]
     fn next(&self) -> &NextSlot<T> {
-        &self.shared.nexts[self.index]
+        &self.next
     }
 
     /// Whether an item is waiting that this worker would take next: in its
@@ -529,6 +533,8 @@ impl<T: Send + 'static> WorkerContext<T> {
         WorkerContext {
             index,
             deque,
+            next: shared.nexts[index].clone(),
+            counters: shared.counters[index].clone(),
             shared,
         }
     }
@@ -555,7 +561,7 @@ impl<T: Send + 'static> WorkerContext<T> {
 
     #[inline]
     fn counters(&self) -> &Counters {
-        &self.shared.counters[self.index]
+        &self.counters
     }
 
     /// Runs one item, catching a panic.
