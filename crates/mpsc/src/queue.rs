@@ -61,8 +61,9 @@
 //! finished by resetting it and appending it after the end of the list,
 //! where producers find it already linked. Like a `Vec` keeping its
 //! capacity, it keeps as many spare slots beyond the newest claim as the
-//! largest backlog it has seen (at least 1024), and frees the surplus; a
-//! reset brings that back to 1024.
+//! largest backlog it has seen (at least 1024, at most 16 384; a backlog
+//! drained in bounded chunks counts whole), and frees the surplus; a reset
+//! brings that back to 1024.
 //!
 //! Reusing a block while a producer still holds a pointer to it would be
 //! the ABA hazard of node reuse; it is ruled out by the *release protocol*:
@@ -158,6 +159,13 @@ const MIN_SPARE_SLOTS: u32 = 1024;
 /// Under loom: one spare block, so that freeing surplus blocks is modelled.
 #[cfg(stepsched_loom)]
 const MIN_SPARE_SLOTS: u32 = BLOCK_CAP;
+/// Spare slots a queue keeps at most, whatever backlog it has seen (16 384
+/// slots, 2 048 blocks); blocks beyond are freed when recycled.
+#[cfg(not(stepsched_loom))]
+const MAX_SPARE_SLOTS: u32 = 1 << 14;
+/// Under loom: as the minimum, so that surplus blocks keep being freed.
+#[cfg(stepsched_loom)]
+const MAX_SPARE_SLOTS: u32 = MIN_SPARE_SLOTS;
 
 #[inline(always)]
 const fn index_of(word: u64) -> u32 {
@@ -336,6 +344,7 @@ impl<T> Shared<T> {
                 head_lap: 1,
                 spare_tail: None,
                 spare_slots: MIN_SPARE_SLOTS,
+                burst: 0,
                 index: INITIAL_INDEX,
                 generation: 0,
                 closed_at: None,
@@ -914,9 +923,13 @@ struct Consumer<T> {
     /// The index at which this receiver closed the queue, while closed.
     closed_at: Option<u32>,
     generation: u32,
-    /// Spare slots to keep: the most slots one drain has taken since the
-    /// last reset, at least [`MIN_SPARE_SLOTS`].
+    /// Spare slots to keep: the largest burst taken since the last reset,
+    /// at least [`MIN_SPARE_SLOTS`] and at most [`MAX_SPARE_SLOTS`].
     spare_slots: u32,
+    /// Slots taken since a drain last stopped at a slot not ready: the
+    /// backlog being worked through, when a caller drains it in bounded
+    /// chunks (`drain_up_to`).
+    burst: u32,
     /// The block holding `index`, or the one before it (when `index` has
     /// just moved past the end of `head` and the next block is not linked).
     head: NonNull<Block<T>>,
@@ -1236,12 +1249,19 @@ impl<T> Consumer<T> {
         if self.free_head != self.head {
             self.reclaim();
         }
-        // Keep at least one drain's worth of slots as spares: producers
-        // fill that much while the consumer is away.
+        // Keep a burst's worth of slots as spares: producers fill that much
+        // while the consumer is away. A burst drained in bounded chunks
+        // counts whole: sized by one chunk, the spares would fall short of
+        // every burst, and each burst would allocate blocks on the
+        // producers' side that the consumer frees again when it recycles
+        // them (a malloc and a free on two threads, per block, per burst).
         let drained = self.index.wrapping_sub(first);
-        if drained > self.spare_slots {
-            self.spare_slots = drained.min(MAX_SPAN);
+        let burst = self.burst.saturating_add(drained);
+        if burst > self.spare_slots {
+            self.spare_slots = burst.min(MAX_SPARE_SLOTS).max(self.spare_slots);
         }
+        // Stopped by `max`: the burst may go on in the next drain.
+        self.burst = if left == 0 { burst } else { 0 };
         // Relaxed: read only by the span check, where staleness is harmless.
         self.shared
             .consumer_index
@@ -1396,6 +1416,7 @@ impl<T> Consumer<T> {
         // The next generation starts with the minimum of spares again; the
         // surplus is freed as it comes round.
         self.spare_slots = MIN_SPARE_SLOTS;
+        self.burst = 0;
         Generation(generation)
     }
 }

@@ -51,6 +51,7 @@ fn allocations() -> usize {
 fn steady_state_does_not_allocate() {
     a_queue_that_never_grows_is_one_allocation();
     single_thread();
+    bursts_drained_in_chunks();
     across_threads();
     no_block_leaks();
 }
@@ -192,6 +193,42 @@ fn single_thread() {
         round(&mut rx, batch(r));
     }
     assert_eq!(allocations() - before, 0, "steady-state pushes allocated");
+}
+
+/// A burst larger than the minimum of spares, drained in chunks of 256
+/// (as the scheduler drains a process's queue between steps): once one
+/// burst has been seen, the next ones are served by recycled blocks. Sized
+/// by one chunk instead of the burst, the spares fell short by the rest of
+/// the burst each time, allocated again by the producer and freed again by
+/// the consumer.
+fn bursts_drained_in_chunks() {
+    const BURST: u64 = 4096;
+    let mut rx = Receiver::<u64>::new();
+    let tx = rx.sender();
+    let mut out = Vec::with_capacity(256);
+    let mut burst = |rx: &mut Receiver<u64>| {
+        for i in 0..BURST {
+            tx.push(i).unwrap();
+        }
+        let mut taken = 0;
+        loop {
+            out.clear();
+            let n = rx.drain_up_to(&mut out, 256);
+            if n == 0 {
+                break;
+            }
+            taken += n as u64;
+        }
+        assert_eq!(taken, BURST);
+    };
+    // The first burst sizes the spares; the second leaves them linked.
+    burst(&mut rx);
+    burst(&mut rx);
+    let before = allocations();
+    for _ in 0..20 {
+        burst(&mut rx);
+    }
+    assert_eq!(allocations() - before, 0, "repeated bursts allocated");
 }
 
 fn across_threads() {
