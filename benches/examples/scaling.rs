@@ -557,19 +557,17 @@ impl Process for Bench {
                 rng,
                 left,
             } => {
-                // Unset at the first step (with no events), which comes
-                // at submission; set before the first message.
-                let peers = peers.get();
+                // Unset only at the first step, which comes at submission
+                // with no events; set before the first message.
+                let peers = peers.get().map_or(&[][..], Vec::as_slice);
                 for event in events {
                     match event {
                         Event::Message { data: m, .. } => match kind(m) {
                             GO => {
-                                let peers = peers.expect("set before the first GO");
                                 let j = random_peer(rng, *index, peers.len());
                                 peers[j].send(msg(PING, *index as u64))?;
                             }
                             PING => {
-                                let peers = peers.expect("set before the first GO");
                                 peers[payload(m) as usize].send(msg(PONG, 0))?;
                             }
                             PONG => {
@@ -577,7 +575,6 @@ impl Process for Bench {
                                 if *left == 0 {
                                     PINGED.count_down();
                                 } else {
-                                    let peers = peers.expect("set before the first GO");
                                     let j = random_peer(rng, *index, peers.len());
                                     peers[j].send(msg(PING, *index as u64))?;
                                 }

@@ -1258,7 +1258,8 @@ impl<T> Consumer<T> {
         let drained = self.index.wrapping_sub(first);
         let burst = self.burst.saturating_add(drained);
         if burst > self.spare_slots {
-            self.spare_slots = burst.min(MAX_SPARE_SLOTS).max(self.spare_slots);
+            // Never below the current value: it is at most the cap.
+            self.spare_slots = burst.min(MAX_SPARE_SLOTS);
         }
         // Stopped by `max`: the burst may go on in the next drain.
         self.burst = if left == 0 { burst } else { 0 };
