@@ -52,6 +52,7 @@ fn steady_state_does_not_allocate() {
     a_queue_that_never_grows_is_one_allocation();
     single_thread();
     bursts_drained_in_chunks();
+    refused_pushes_claim_nothing();
     across_threads();
     no_block_leaks();
 }
@@ -229,6 +230,32 @@ fn bursts_drained_in_chunks() {
         burst(&mut rx);
     }
     assert_eq!(allocations() - before, 0, "repeated bursts allocated");
+}
+
+/// A push into a closed queue, or through a sender of an earlier
+/// generation, is refused by the pre-check before it claims an index: a
+/// sender that keeps pushing into such a queue neither writes tombstones
+/// nor grows the list. (Only a push racing the close or the reset claims
+/// and leaves a tombstone.)
+fn refused_pushes_claim_nothing() {
+    const PUSHES: u64 = 10_000;
+    let mut rx = Receiver::<u64>::new();
+    let old = rx.sender();
+    let mut leftovers = Vec::new();
+    rx.reset(&mut leftovers);
+    let tx = rx.sender();
+    rx.close();
+    let before = allocations();
+    for i in 0..PUSHES {
+        assert!(tx.push(i).unwrap_err().is_closed());
+        assert!(old.push(i).unwrap_err().is_stale());
+    }
+    assert_eq!(
+        allocations() - before,
+        0,
+        "refused pushes claimed indices and grew the list"
+    );
+    assert_eq!(tx.queued(), 0, "refused pushes claimed indices");
 }
 
 fn across_threads() {

@@ -528,17 +528,39 @@ impl<P: SchedProcess> Task<P> {
 /// One process: its state, its event queue, its body.
 ///
 /// `repr(C)`, in two groups: first what a sender touches (the state word,
-/// which every wake writes, then the queue pointer, the core and the PID,
-/// which it reads), then, a cache line past the last of those bytes, what
-/// the worker that runs the process writes at every run (the process
-/// itself, its step output, the inline completions, `last_worker`,
-/// `parked_as`); the cancel token and the result cell, written once, fill
-/// the gap. A byte 64 bytes or more past another is on another line
-/// whatever the allocation's address, so a sender never reads or writes a
-/// line that the receiver's step writes (a test checks the offsets).
+/// which every wake writes, then `parked_as`, which the waker that queues
+/// the process reads, then the queue pointer, the core and the PID, which
+/// it reads), then, a cache line past the last of those bytes, what the
+/// worker that runs the process writes at every run (the process itself,
+/// its step output, the inline completions, `last_worker`); the cancel
+/// token and the result cell, written once, fill the gap. A byte 64 bytes
+/// or more past another is on another line whatever the allocation's
+/// address, so a sender never reads or writes a line that the receiver's
+/// step writes (a test checks the offsets). The owner's one write at
+/// every run into the first group besides the state word is `parked_as`,
+/// stored just before the park transition writes the state word on the
+/// same line; the three flags beside it (`cancel_sent`, `forced`,
+/// `finished`) are written at most once or twice in a process's life.
 #[repr(C)]
 pub(crate) struct Slot<P: Process + 'static> {
     pub(crate) state: StateCell,
+    /// How the process last waited ([`Waiting`] as a byte), for the
+    /// statistics of the waker that queues it. Written by the owner before
+    /// each park, read by the waker whose `wake` answered `Queue`: the
+    /// park's Release transition and the wake's Acquire one order the two,
+    /// and no later run (hence no later write) can begin before that waker
+    /// has read it and queued the process. Next to the state word, whose
+    /// line the waker has just written: no miss of its own (in the same
+    /// 16 bytes, so on the same line wherever an allocator that aligns to
+    /// 16, as malloc does, puts the slot).
+    pub(crate) parked_as: AtomicU8,
+    // Three flags written at most once or twice in the process's life, in
+    // the bytes `parked_as` leaves free before the next 8-aligned field.
+    pub(crate) cancel_sent: AtomicBool,
+    /// `NOT_FORCED`, or the error the one forcer allowed to try chose
+    /// (with `FORCE_WON` once it won the state cell).
+    pub(crate) forced: AtomicU8,
+    pub(crate) finished: AtomicBool,
     /// The event queue, created by the first event (an idle process that
     /// was never sent anything costs no queue), sealed before the process
     /// completes (see `inbox`).
@@ -560,18 +582,6 @@ pub(crate) struct Slot<P: Process + 'static> {
     /// The process and what only its owner touches; see the module docs
     /// for who the owner is.
     pub(crate) body: UnsafeCell<Body<P>>,
-    pub(crate) cancel_sent: AtomicBool,
-    /// `NOT_FORCED`, or the error the one forcer allowed to try chose
-    /// (with `FORCE_WON` once it won the state cell).
-    pub(crate) forced: AtomicU8,
-    pub(crate) finished: AtomicBool,
-    /// How the process last waited ([`Waiting`] as a byte), for the
-    /// statistics of the waker that queues it. Written by the owner before
-    /// each park, read by the waker whose `wake` answered `Queue`: the
-    /// park's Release transition and the wake's Acquire one order the two,
-    /// and no later run (hence no later write) can begin before that waker
-    /// has read it and queued the process.
-    pub(crate) parked_as: AtomicU8,
     /// Under loom, a cell written when the slot is dropped and read by
     /// [`Slot::pid`]: a worker that reads the slot after the transition
     /// that gave it away (a park) races with its release on another
@@ -1045,15 +1055,17 @@ impl<P: SchedProcess> Core<P> {
     /// (`Pool::current_worker`).
     pub(crate) fn schedule(&self, slot: SlotArc<Slot<P>>, current: Option<usize>) {
         let pool = self.pool();
-        // Relaxed: a hint; any worker may run the slot.
-        let worker = slot.last_worker.load(Ordering::Relaxed);
-        let task = Task::new(slot);
         let refused = if current.is_some() {
-            pool.submit_next(task).err()
-        } else if worker == NO_WORKER {
-            pool.submit(task).err()
+            pool.submit_next(Task::new(slot)).err()
         } else {
-            pool.submit_to(worker, task).err()
+            // Read only here: `last_worker` is on a line the owner writes at
+            // every run, so a wake from a worker, which never needs it,
+            // would pay a cache miss for it. Relaxed: a hint; any worker may
+            // run the slot.
+            match slot.last_worker.load(Ordering::Relaxed) {
+                NO_WORKER => pool.submit(Task::new(slot)).err(),
+                worker => pool.submit_to(worker, Task::new(slot)).err(),
+            }
         };
         // A refusal means the pool is shutting down; shutdown force-closes
         // every live process, so the slot is not stranded.
@@ -1170,11 +1182,15 @@ mod layout {
         let sender_end = offset_of!(Slot<Counter>, pid) + size_of::<Pid>();
         assert!(offset_of!(Slot<Counter>, queue) < sender_end);
         assert!(offset_of!(Slot<Counter>, core) < sender_end);
+        // A waker that queues the process reads `parked_as` after its CAS
+        // of the state word: in the state word's 16 bytes (the `Arc`'s
+        // counts before it keep those 16-aligned where the allocation is),
+        // it is on the line that CAS brought in.
+        assert!(offset_of!(Slot<Counter>, parked_as) < state + 16);
         for (name, owned) in [
             ("last_worker", offset_of!(Slot<Counter>, last_worker)),
             ("inline", offset_of!(Slot<Counter>, inline)),
             ("body", offset_of!(Slot<Counter>, body)),
-            ("parked_as", offset_of!(Slot<Counter>, parked_as)),
         ] {
             assert!(
                 owned >= sender_end - 1 + LINE,
