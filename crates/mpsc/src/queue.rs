@@ -30,10 +30,11 @@
 //!   stores `TOMBSTONE` instead and hands the value back; so does, from a
 //!   drop guard, an accepted claim whose value is made in its slot
 //!   (`push_with`) by a closure that unwinds. Every claimed index thus
-//!   becomes ready exactly once. A cheap pre-check (a load of `tail`, on
-//!   the line the claim then writes) refuses most pushes on a closed or
-//!   reset queue before they claim anything, so a closed queue does not
-//!   grow; only pushes racing the close leave tombstones.
+//!   becomes ready exactly once. A cheap pre-check (a load of a status
+//!   word beside `tail` that copies its generation and `CLOSED` bit)
+//!   refuses most pushes on a closed or reset queue before they claim
+//!   anything, so a closed queue does not grow; only pushes racing the
+//!   close leave tombstones.
 //! * **Draining.** The single consumer keeps its index and a pointer to the
 //!   block holding it, and takes ready slots one after the other from
 //!   there, block after block, skipping tombstones. It stops at the first
@@ -196,6 +197,12 @@ impl Refusal {
         }
     }
 
+    /// As [`Refusal::of`], from the status word (the low half of `tail`).
+    #[inline(always)]
+    fn of_status(status: u32, generation: u32) -> Option<Refusal> {
+        Refusal::of(u64::from(status), generation)
+    }
+
     #[inline(always)]
     fn with<T>(self, value: T) -> PushError<T> {
         match self {
@@ -237,8 +244,9 @@ impl fmt::Display for Generation {
 /// adjacent-line prefetcher fetches together: one queue per process makes
 /// the bytes count more here.
 const LINE: usize = 64;
-/// Padding after the producers' group, `tail` then `hint`: the next group
-/// starts a line past the hint (saturating: loom's atomics are larger).
+/// Padding after the producers' group, `tail`, `status` and `hint`: the
+/// next group starts a line past the hint (saturating: loom's atomics are
+/// larger).
 const PRODUCER_PAD: usize = LINE.saturating_sub(size_of::<AtomicPtr<()>>());
 /// Padding after the consumer's state, before the first block: the
 /// block's header, which every push reads, starts a line past the start
@@ -259,16 +267,26 @@ struct Shared<T> {
     /// It may share its line with the `Arc`'s counts, which change only
     /// when a sender is made or dropped.
     tail: AtomicU64,
+    /// A copy of the low half of `tail` (generation and `CLOSED`), updated
+    /// after each close and reopen: the pre-check of `push` reads it. A
+    /// copy rather than `tail` itself, which every claim writes: a load of
+    /// `tail` may read any of the claims before it, and loom explores each
+    /// (the whole-scheduler model then ran over 12 minutes, not 7), while the copy
+    /// changes only at a close or a reopen.
+    status: AtomicU32,
     /// A block at or before every block a producer may still need; moved
-    /// on once per block. Right after `tail`, in the same 16 bytes (the
-    /// `Arc`'s counts before them keep those 16-aligned wherever an
-    /// allocator that aligns to 16, as malloc does, puts the queue), so on
-    /// the same line: a push, which claims on `tail` and then reads the
-    /// hint, touches one line of this group, not two. When producers
-    /// contend, each one's pre-check load of `tail` may miss just before its
-    /// claim (crossbeam's `SegQueue` reads and CASes its tail the same way);
-    /// a queue per process, which senders reach one at a time, is the case
-    /// this layout serves.
+    /// on once per block.
+    ///
+    /// `tail`, `status` and `hint` fill 24 bytes, which start 16-aligned
+    /// (after the `Arc`'s two counts, wherever an allocator that aligns to
+    /// 16, as malloc does, puts the queue): one line for three queues in
+    /// four, else two. A push, which reads the status, claims on `tail` and
+    /// then reads the hint, so usually touches one line of this group where
+    /// a group per line made it two. When producers contend, each one's
+    /// pre-check load may miss just before its claim (crossbeam's
+    /// `SegQueue` reads and CASes its tail the same way); a queue per
+    /// process, which senders reach one at a time, is the case this layout
+    /// serves.
     hint: AtomicPtr<Block<T>>,
     _producer_line: [u8; PRODUCER_PAD],
     /// The consumer's index, published after each drain; read only by
@@ -312,6 +330,7 @@ impl<T> Shared<T> {
     fn new(receiver_made: bool) -> Arc<Self> {
         let shared = Arc::new(Shared {
             tail: AtomicU64::new(u64::from(INITIAL_INDEX) << 32),
+            status: AtomicU32::new(0),
             hint: AtomicPtr::new(ptr::null_mut()),
             _producer_line: [0; PRODUCER_PAD],
             consumer_index: AtomicU32::new(INITIAL_INDEX),
@@ -355,16 +374,15 @@ impl<T> Shared<T> {
         self.consumer.with_mut(|p| p)
     }
 
-    /// The `tail` word, for a push's pre-check (its generation and `CLOSED`
-    /// bit).
+    /// The generation and `CLOSED` bit, as of a recent close or reopen.
     #[inline(always)]
-    fn status(&self) -> u64 {
-        // Relaxed: a refusal based on any value `tail` held since the sender
-        // was made is correct (the queue was closed or reset at that point),
-        // and the value is never older than the sender: senders are made by
-        // the receiver after its close or reopen RMW. The claim itself
+    fn status(&self) -> u32 {
+        // Relaxed: a refusal based on any value the status held since the
+        // sender was made is correct (the queue was closed or reset at that
+        // point), and the value is never older than the sender: senders are
+        // made by the receiver after it stores the status. The claim itself
         // decides every push the pre-check lets through.
-        self.tail.load(Ordering::Relaxed)
+        self.status.load(Ordering::Relaxed)
     }
 
     /// Frees a block that left the list for good, unless it is the first
@@ -378,6 +396,13 @@ impl<T> Shared<T> {
             // other block does); the rest is the caller's contract.
             unsafe { Block::free(block) };
         }
+    }
+
+    /// Publishes a new status (receiver only, after the RMW on `tail`).
+    fn set_status(&self, status: u32) {
+        // Relaxed: see `status`; the receiver's later `sender()` calls are
+        // ordered after this store by program order.
+        self.status.store(status, Ordering::Relaxed);
     }
 
     /// Returns the block holding `index`, growing the list if needed.
@@ -680,7 +705,7 @@ impl<T> Sender<T> {
     /// ```
     #[inline]
     pub fn push_with(&self, make: impl FnOnce() -> T) -> Result<(), PushError<T>> {
-        if let Some(refusal) = Refusal::of(self.shared.status(), self.generation) {
+        if let Some(refusal) = Refusal::of_status(self.shared.status(), self.generation) {
             return Err(refusal.with(make()));
         }
         self.claim_and_write(make)
@@ -751,7 +776,7 @@ impl<T> Sender<T> {
 
     /// Whether a push would be refused now (closed, or another generation).
     pub fn is_closed(&self) -> bool {
-        Refusal::of(self.shared.status(), self.generation).is_some()
+        Refusal::of_status(self.shared.status(), self.generation).is_some()
     }
 }
 
@@ -1344,6 +1369,7 @@ impl<T> Consumer<T> {
         // matters (claims before it are accepted, claims after it refused).
         let word = self.shared.tail.fetch_or(CLOSED, Ordering::Relaxed);
         debug_assert_eq!(word & CLOSED, 0, "only the receiver closes");
+        self.shared.set_status(word as u32 | CLOSED as u32);
         let at = index_of(word);
         self.closed_at = Some(at);
         at
@@ -1380,6 +1406,7 @@ impl<T> Consumer<T> {
                 Err(actual) => seen = actual,
             }
         }
+        self.shared.set_status(generation << 1);
         self.generation = generation;
         self.closed_at = None;
         // The next generation starts with the minimum of spares again; the
@@ -1448,10 +1475,11 @@ mod tests {
     fn shared_groups_are_a_line_apart_and_nothing_is_over_aligned() {
         use core::mem::{align_of, offset_of};
         type S = Shared<u64>;
-        // `tail` first (16-aligned after the `Arc`'s two counts), the hint in
-        // the same 16 bytes: one line, whatever the allocation's address.
+        // `tail` first (16-aligned after the `Arc`'s two counts), then the
+        // status and the hint: 24 bytes, one line in three queues of four.
         assert_eq!(offset_of!(S, tail), 0);
-        assert_eq!(offset_of!(S, hint), 8);
+        assert_eq!(offset_of!(S, status), 8);
+        assert_eq!(offset_of!(S, hint), 16);
         assert!(offset_of!(S, consumer_index) - offset_of!(S, hint) >= LINE);
         let consumer_end = offset_of!(S, consumer) + size_of::<UnsafeCell<Consumer<u64>>>();
         assert!(offset_of!(S, first) + 8 - consumer_end >= LINE);
