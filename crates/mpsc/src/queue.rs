@@ -31,10 +31,10 @@
 //!   drop guard, an accepted claim whose value is made in its slot
 //!   (`push_with`) by a closure that unwinds. Every claimed index thus
 //!   becomes ready exactly once. A cheap pre-check (a load of a status
-//!   word beside `tail` that copies its generation and `CLOSED` bit)
-//!   refuses most pushes on a closed or reset queue before they claim
-//!   anything, so a closed queue does not grow; only pushes racing the
-//!   close leave tombstones.
+//!   word that copies the generation and `CLOSED` bit on a line of its own,
+//!   so that it stays in every producer's cache) refuses most pushes on a
+//!   closed or reset queue before they claim anything, so a closed queue
+//!   does not grow; only pushes racing the close leave tombstones.
 //! * **Draining.** The single consumer keeps its index and a pointer to the
 //!   block holding it, and takes ready slots one after the other from
 //!   there, block after block, skipping tombstones. It stops at the first
@@ -232,6 +232,20 @@ impl fmt::Display for Generation {
     }
 }
 
+/// The fields every push reads and rarely writes: one cache line, apart
+/// from the claim-contended `tail` (one line rather than one each keeps a
+/// queue — one per process in a scheduler — small).
+#[repr(C)]
+struct PushLine<T> {
+    /// A copy of the low half of `tail` (generation and `CLOSED`), updated
+    /// after each close and reopen: the pre-check of `push` reads it instead
+    /// of the claim-contended `tail`.
+    status: AtomicU32,
+    /// A block at or before every block a producer may still need; moved
+    /// on once per block.
+    hint: AtomicPtr<Block<T>>,
+}
+
 /// Bytes from the start of one group of fields to the next group that must
 /// not share a cache line with it: 64, the line size of x86-64 and of most
 /// AArch64 parts. Spacing, not alignment: a field of at most 8 bytes at
@@ -244,10 +258,10 @@ impl fmt::Display for Generation {
 /// adjacent-line prefetcher fetches together: one queue per process makes
 /// the bytes count more here.
 const LINE: usize = 64;
-/// Padding after the producers' group, `tail`, `status` and `hint`: the
-/// next group starts a line past the hint (saturating: loom's atomics are
-/// larger).
-const PRODUCER_PAD: usize = LINE.saturating_sub(size_of::<AtomicPtr<()>>());
+/// Padding after `tail` (saturating: loom's atomics are larger).
+const TAIL_PAD: usize = LINE.saturating_sub(size_of::<AtomicU64>());
+/// Padding after the push line.
+const PUSH_LINE_PAD: usize = LINE.saturating_sub(size_of::<PushLine<()>>());
 /// Padding after the consumer's state, before the first block: the
 /// block's header, which every push reads, starts a line past the start
 /// of the state's last field (at most 8 bytes).
@@ -267,28 +281,10 @@ struct Shared<T> {
     /// It may share its line with the `Arc`'s counts, which change only
     /// when a sender is made or dropped.
     tail: AtomicU64,
-    /// A copy of the low half of `tail` (generation and `CLOSED`), updated
-    /// after each close and reopen: the pre-check of `push` reads it. A
-    /// copy rather than `tail` itself, which every claim writes: a load of
-    /// `tail` may read any of the claims before it, and loom explores each
-    /// (the whole-scheduler model then ran over 12 minutes, not 7), while the copy
-    /// changes only at a close or a reopen.
-    status: AtomicU32,
-    /// A block at or before every block a producer may still need; moved
-    /// on once per block.
-    ///
-    /// `tail`, `status` and `hint` fill 24 bytes, which start 16-aligned
-    /// (after the `Arc`'s two counts, wherever an allocator that aligns to
-    /// 16, as malloc does, puts the queue): one line for three queues in
-    /// four, else two. A push, which reads the status, claims on `tail` and
-    /// then reads the hint, so usually touches one line of this group where
-    /// a group per line made it two. When producers contend, each one's
-    /// pre-check load may miss just before its claim (crossbeam's
-    /// `SegQueue` reads and CASes its tail the same way); a queue per
-    /// process, which senders reach one at a time, is the case this layout
-    /// serves.
-    hint: AtomicPtr<Block<T>>,
-    _producer_line: [u8; PRODUCER_PAD],
+    _tail_line: [u8; TAIL_PAD],
+    /// What every push reads besides `tail`, on a line apart from it.
+    push_line: PushLine<T>,
+    _push_line: [u8; PUSH_LINE_PAD],
     /// The consumer's index, published after each drain; read only by
     /// producers growing the list, for the span limit. It shares a line
     /// only with `orphan`, which is written once, at the end.
@@ -330,9 +326,12 @@ impl<T> Shared<T> {
     fn new(receiver_made: bool) -> Arc<Self> {
         let shared = Arc::new(Shared {
             tail: AtomicU64::new(u64::from(INITIAL_INDEX) << 32),
-            status: AtomicU32::new(0),
-            hint: AtomicPtr::new(ptr::null_mut()),
-            _producer_line: [0; PRODUCER_PAD],
+            _tail_line: [0; TAIL_PAD],
+            push_line: PushLine {
+                status: AtomicU32::new(0),
+                hint: AtomicPtr::new(ptr::null_mut()),
+            },
+            _push_line: [0; PUSH_LINE_PAD],
             consumer_index: AtomicU32::new(INITIAL_INDEX),
             orphan: UnsafeCell::new(None),
             receiver_made: AtomicBool::new(receiver_made),
@@ -364,7 +363,10 @@ impl<T> Shared<T> {
         // Relaxed: no handle exists yet; each is made from this `Arc` after
         // this store, and reaches another thread only through a hand-off
         // that synchronizes.
-        shared.hint.store(first.as_ptr(), Ordering::Relaxed);
+        shared
+            .push_line
+            .hint
+            .store(first.as_ptr(), Ordering::Relaxed);
         shared
     }
 
@@ -382,7 +384,7 @@ impl<T> Shared<T> {
         // point), and the value is never older than the sender: senders are
         // made by the receiver after it stores the status. The claim itself
         // decides every push the pre-check lets through.
-        self.status.load(Ordering::Relaxed)
+        self.push_line.status.load(Ordering::Relaxed)
     }
 
     /// Frees a block that left the list for good, unless it is the first
@@ -402,7 +404,7 @@ impl<T> Shared<T> {
     fn set_status(&self, status: u32) {
         // Relaxed: see `status`; the receiver's later `sender()` calls are
         // ordered after this store by program order.
-        self.status.store(status, Ordering::Relaxed);
+        self.push_line.status.store(status, Ordering::Relaxed);
     }
 
     /// Returns the block holding `index`, growing the list if needed.
@@ -416,7 +418,7 @@ impl<T> Shared<T> {
         // Acquire: pairs with the Release CAS that moved the hint (and,
         // transitively, the Release CAS that linked the block), so the
         // block's fields are visible.
-        let hint = self.hint.load(Ordering::Acquire);
+        let hint = self.push_line.hint.load(Ordering::Acquire);
         // SAFETY: the hint is never null, and the block is live for us: the
         // release protocol keeps it from being recycled before our slot is
         // taken by the consumer.
@@ -464,6 +466,7 @@ impl<T> Shared<T> {
         // Release: publishes the blocks we walked to producers that load the
         // hint with Acquire. Relaxed on failure: we just leave it.
         if self
+            .push_line
             .hint
             .compare_exchange(hint, found.as_ptr(), Ordering::Release, Ordering::Relaxed)
             .is_ok()
@@ -1327,9 +1330,11 @@ impl<T> Consumer<T> {
         // SAFETY: unreachable by anyone else (caller).
         unsafe { block.as_ref().reset() };
         // Acquire: as in `find_block`.
-        let hint = NonNull::new(self.shared.hint.load(Ordering::Acquire)).expect("hint is set");
+        let hint =
+            NonNull::new(self.shared.push_line.hint.load(Ordering::Acquire)).expect("hint is set");
         // The hint is (about) the newest block producers have reached: it
-        // sizes the spares from one load, once per block recycled.
+        // sizes the spares without touching `tail`, whose cache line the
+        // producers' claims keep busy.
         // SAFETY: the hint block is live for us: only this receiver recycles.
         let frontier = unsafe { hint.as_ref() }.start();
         // The end of the list is usually right after the block we appended
@@ -1475,12 +1480,8 @@ mod tests {
     fn shared_groups_are_a_line_apart_and_nothing_is_over_aligned() {
         use core::mem::{align_of, offset_of};
         type S = Shared<u64>;
-        // `tail` first (16-aligned after the `Arc`'s two counts), then the
-        // status and the hint: 24 bytes, one line in three queues of four.
-        assert_eq!(offset_of!(S, tail), 0);
-        assert_eq!(offset_of!(S, status), 8);
-        assert_eq!(offset_of!(S, hint), 16);
-        assert!(offset_of!(S, consumer_index) - offset_of!(S, hint) >= LINE);
+        assert!(offset_of!(S, push_line) - offset_of!(S, tail) >= LINE);
+        assert!(offset_of!(S, consumer_index) - offset_of!(S, push_line) >= LINE);
         let consumer_end = offset_of!(S, consumer) + size_of::<UnsafeCell<Consumer<u64>>>();
         assert!(offset_of!(S, first) + 8 - consumer_end >= LINE);
         assert!(align_of::<S>() <= 16, "Shared is over-aligned");
