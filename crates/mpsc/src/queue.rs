@@ -232,20 +232,6 @@ impl fmt::Display for Generation {
     }
 }
 
-/// The fields every push reads and rarely writes: one cache line, apart
-/// from the claim-contended `tail` (one line rather than one each keeps a
-/// queue — one per process in a scheduler — small).
-#[repr(C)]
-struct PushLine<T> {
-    /// A copy of the low half of `tail` (generation and `CLOSED`), updated
-    /// after each close and reopen: the pre-check of `push` reads it instead
-    /// of the claim-contended `tail`.
-    status: AtomicU32,
-    /// A block at or before every block a producer may still need; moved
-    /// on once per block.
-    hint: AtomicPtr<Block<T>>,
-}
-
 /// Bytes from the start of one group of fields to the next group that must
 /// not share a cache line with it: 64, the line size of x86-64 and of most
 /// AArch64 parts. Spacing, not alignment: a field of at most 8 bytes at
@@ -258,16 +244,17 @@ struct PushLine<T> {
 /// adjacent-line prefetcher fetches together: one queue per process makes
 /// the bytes count more here.
 const LINE: usize = 64;
-/// Padding after `tail` (saturating: loom's atomics are larger).
-const TAIL_PAD: usize = LINE.saturating_sub(size_of::<AtomicU64>());
-/// Padding after the push line.
-const PUSH_LINE_PAD: usize = LINE.saturating_sub(size_of::<PushLine<()>>());
+/// Padding after the claim group, `tail` then `hint`: the status starts a
+/// line past the hint (saturating: loom's atomics are larger).
+const CLAIM_PAD: usize = LINE.saturating_sub(size_of::<AtomicPtr<()>>());
+/// Padding after the status.
+const STATUS_PAD: usize = LINE.saturating_sub(size_of::<AtomicU32>());
 /// Padding after the consumer's state, before the first block: the
 /// block's header, which every push reads, starts a line past the start
 /// of the state's last field (at most 8 bytes).
 const CONSUMER_PAD: usize = LINE - 8;
 
-/// The state shared by the senders and the receiver, in three groups
+/// The state shared by the senders and the receiver, in four groups
 /// `LINE` bytes apart (see [`LINE`]), then the queue's first block: a queue
 /// that receives at most `BLOCK_CAP` values in its life (the queue of a
 /// short-lived process in a scheduler) costs one allocation, not two, and
@@ -281,10 +268,22 @@ struct Shared<T> {
     /// It may share its line with the `Arc`'s counts, which change only
     /// when a sender is made or dropped.
     tail: AtomicU64,
-    _tail_line: [u8; TAIL_PAD],
-    /// What every push reads besides `tail`, on a line apart from it.
-    push_line: PushLine<T>,
-    _push_line: [u8; PUSH_LINE_PAD],
+    /// A block at or before every block a producer may still need; moved
+    /// on once per block. Every push reads it right after its claim on
+    /// `tail`, so it sits beside `tail`, in the same 16 bytes (the `Arc`'s
+    /// two counts before them keep those 16-aligned wherever an allocator
+    /// that aligns to 16, as malloc does, puts the queue): on the line the
+    /// claim has just taken, even when producers contend for it.
+    hint: AtomicPtr<Block<T>>,
+    _claim_line: [u8; CLAIM_PAD],
+    /// A copy of the low half of `tail` (generation and `CLOSED`), updated
+    /// after each close and reopen: the pre-check of `push` reads it, on a
+    /// line of its own that only a close or a reopen writes, so that it
+    /// stays in every producer's cache while their claims pass `tail`'s
+    /// line from one to the other. ([`Sender::push_with_claim_only`]
+    /// skips it.)
+    status: AtomicU32,
+    _status_line: [u8; STATUS_PAD],
     /// The consumer's index, published after each drain; read only by
     /// producers growing the list, for the span limit. It shares a line
     /// only with `orphan`, which is written once, at the end.
@@ -326,12 +325,10 @@ impl<T> Shared<T> {
     fn new(receiver_made: bool) -> Arc<Self> {
         let shared = Arc::new(Shared {
             tail: AtomicU64::new(u64::from(INITIAL_INDEX) << 32),
-            _tail_line: [0; TAIL_PAD],
-            push_line: PushLine {
-                status: AtomicU32::new(0),
-                hint: AtomicPtr::new(ptr::null_mut()),
-            },
-            _push_line: [0; PUSH_LINE_PAD],
+            hint: AtomicPtr::new(ptr::null_mut()),
+            _claim_line: [0; CLAIM_PAD],
+            status: AtomicU32::new(0),
+            _status_line: [0; STATUS_PAD],
             consumer_index: AtomicU32::new(INITIAL_INDEX),
             orphan: UnsafeCell::new(None),
             receiver_made: AtomicBool::new(receiver_made),
@@ -363,10 +360,7 @@ impl<T> Shared<T> {
         // Relaxed: no handle exists yet; each is made from this `Arc` after
         // this store, and reaches another thread only through a hand-off
         // that synchronizes.
-        shared
-            .push_line
-            .hint
-            .store(first.as_ptr(), Ordering::Relaxed);
+        shared.hint.store(first.as_ptr(), Ordering::Relaxed);
         shared
     }
 
@@ -384,7 +378,7 @@ impl<T> Shared<T> {
         // point), and the value is never older than the sender: senders are
         // made by the receiver after it stores the status. The claim itself
         // decides every push the pre-check lets through.
-        self.push_line.status.load(Ordering::Relaxed)
+        self.status.load(Ordering::Relaxed)
     }
 
     /// Frees a block that left the list for good, unless it is the first
@@ -404,7 +398,7 @@ impl<T> Shared<T> {
     fn set_status(&self, status: u32) {
         // Relaxed: see `status`; the receiver's later `sender()` calls are
         // ordered after this store by program order.
-        self.push_line.status.store(status, Ordering::Relaxed);
+        self.status.store(status, Ordering::Relaxed);
     }
 
     /// Returns the block holding `index`, growing the list if needed.
@@ -418,7 +412,7 @@ impl<T> Shared<T> {
         // Acquire: pairs with the Release CAS that moved the hint (and,
         // transitively, the Release CAS that linked the block), so the
         // block's fields are visible.
-        let hint = self.push_line.hint.load(Ordering::Acquire);
+        let hint = self.hint.load(Ordering::Acquire);
         // SAFETY: the hint is never null, and the block is live for us: the
         // release protocol keeps it from being recycled before our slot is
         // taken by the consumer.
@@ -466,7 +460,6 @@ impl<T> Shared<T> {
         // Release: publishes the blocks we walked to producers that load the
         // hint with Acquire. Relaxed on failure: we just leave it.
         if self
-            .push_line
             .hint
             .compare_exchange(hint, found.as_ptr(), Ordering::Release, Ordering::Relaxed)
             .is_ok()
@@ -711,6 +704,36 @@ impl<T> Sender<T> {
         if let Some(refusal) = Refusal::of_status(self.shared.status(), self.generation) {
             return Err(refusal.with(make()));
         }
+        self.claim_and_write(make)
+    }
+
+    /// As [`push_with`](Self::push_with), without the pre-check: the claim
+    /// alone decides. A push refused by the claim (the queue closed, or
+    /// reset since this sender was made) hands the value back as usual,
+    /// but it has claimed an index and leaves a tombstone there, which
+    /// the consumer skips; a sender that kept pushing into a closed queue
+    /// this way would grow it without bound.
+    ///
+    /// For an owner that stops its senders itself before it closes the
+    /// queue, so that only a push racing the close gets this far (a
+    /// scheduler that seals a process's queue before the process ends):
+    /// it saves the pre-check's load, a cache line apart from `tail`.
+    ///
+    /// ```
+    /// use stepsched_mpsc::{channel, PushError};
+    ///
+    /// let (tx, mut rx) = channel();
+    /// assert!(tx.push_with_claim_only(|| 1).is_ok());
+    /// rx.close();
+    /// assert_eq!(tx.push_with_claim_only(|| 2), Err(PushError::Closed(2)));
+    /// // The refused push claimed an index (a tombstone the drain skips).
+    /// assert_eq!(tx.queued(), 2);
+    /// let mut out = Vec::new();
+    /// rx.drain_into(&mut out);
+    /// assert_eq!(out, [1]);
+    /// ```
+    #[inline]
+    pub fn push_with_claim_only(&self, make: impl FnOnce() -> T) -> Result<(), PushError<T>> {
         self.claim_and_write(make)
     }
 
@@ -1330,11 +1353,10 @@ impl<T> Consumer<T> {
         // SAFETY: unreachable by anyone else (caller).
         unsafe { block.as_ref().reset() };
         // Acquire: as in `find_block`.
-        let hint =
-            NonNull::new(self.shared.push_line.hint.load(Ordering::Acquire)).expect("hint is set");
+        let hint = NonNull::new(self.shared.hint.load(Ordering::Acquire)).expect("hint is set");
         // The hint is (about) the newest block producers have reached: it
-        // sizes the spares without touching `tail`, whose cache line the
-        // producers' claims keep busy.
+        // sizes the spares from one load of the claims' line, once per
+        // block recycled.
         // SAFETY: the hint block is live for us: only this receiver recycles.
         let frontier = unsafe { hint.as_ref() }.start();
         // The end of the list is usually right after the block we appended
@@ -1473,15 +1495,19 @@ impl<T> fmt::Debug for Receiver<T> {
 mod tests {
     use super::*;
 
-    /// The layout `LINE` argues for: the three groups of shared fields at
+    /// The layout `LINE` argues for: the four groups of shared fields at
     /// least a line apart, and nothing over-aligned (so no allocation of
     /// the queue goes through `memalign`).
     #[test]
     fn shared_groups_are_a_line_apart_and_nothing_is_over_aligned() {
         use core::mem::{align_of, offset_of};
         type S = Shared<u64>;
-        assert!(offset_of!(S, push_line) - offset_of!(S, tail) >= LINE);
-        assert!(offset_of!(S, consumer_index) - offset_of!(S, push_line) >= LINE);
+        // `tail` first (16-aligned after the `Arc`'s two counts), the hint in
+        // the same 16 bytes: one line, whatever the allocation's address.
+        assert_eq!(offset_of!(S, tail), 0);
+        assert_eq!(offset_of!(S, hint), 8);
+        assert!(offset_of!(S, status) - offset_of!(S, hint) >= LINE);
+        assert!(offset_of!(S, consumer_index) - offset_of!(S, status) >= LINE);
         let consumer_end = offset_of!(S, consumer) + size_of::<UnsafeCell<Consumer<u64>>>();
         assert!(offset_of!(S, first) + 8 - consumer_end >= LINE);
         assert!(align_of::<S>() <= 16, "Shared is over-aligned");

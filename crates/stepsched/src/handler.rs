@@ -475,7 +475,12 @@ fn deliver_queued<P: Process + 'static>(
     let Some(sender) = slot.sender() else {
         return false;
     };
-    if sender.push_with(|| Event::completion(tag, result)).is_err() {
+    // Without the pre-check, as `Slot::deliver` pushes: the seal refuses
+    // what comes after the completion.
+    if sender
+        .push_with_claim_only(|| Event::completion(tag, result))
+        .is_err()
+    {
         return false;
     }
     // A process that completed after the push will never step the event

@@ -804,7 +804,11 @@ impl<P: SchedProcess> Slot<P> {
             Some(from) => Event::message_from(from, payload),
             None => Event::message(payload),
         };
-        match sender.push_with(event) {
+        // Without the queue's pre-check: the seal above already refuses
+        // every send that comes after the process completed, so only a send
+        // racing the completion claims in a closed queue (and leaves one
+        // tombstone); the pre-check would cost a cache line per message.
+        match sender.push_with_claim_only(event) {
             Ok(()) => {
                 // If the process completed since, the event is dropped with
                 // the rest of its queue, as `Handle::send` documents.
