@@ -250,12 +250,41 @@ impl<C> Yields<C> {
     /// assert!(ys.is_empty() && !ys.spilled());
     /// ```
     pub fn clear(&mut self) {
-        // Slots at and above `inline_len` are already `None`.
-        for slot in &mut self.inline[..self.inline_len] {
-            *slot = None;
+        // The list is empty before any command is dropped, and each slot is
+        // emptied before what it held is dropped: a command whose `Drop`
+        // panics leaves a valid, empty list behind, the guards dropping the
+        // other yields (the overflow last) on the way out. Slots at and
+        // above `inline_len` are already `None`.
+        let len = std::mem::take(&mut self.inline_len);
+        let _overflow = ClearOnDrop(&mut self.overflow);
+        empty_each(&mut self.inline[..len].iter_mut());
+    }
+}
+
+/// Clears the vector when dropped, also while unwinding.
+struct ClearOnDrop<'a, T>(&'a mut Vec<T>);
+
+impl<T> Drop for ClearOnDrop<'_, T> {
+    fn drop(&mut self) {
+        self.0.clear();
+    }
+}
+
+/// Empties every slot `slots` has left, dropping what each held in turn. If
+/// one drop panics, the slots after it are emptied while unwinding (a second
+/// panic then aborts, as in the drop of a slice).
+fn empty_each<T>(slots: &mut std::slice::IterMut<'_, Option<T>>) {
+    struct Rest<'s, 'a, T>(&'s mut std::slice::IterMut<'a, Option<T>>);
+    impl<T> Drop for Rest<'_, '_, T> {
+        fn drop(&mut self) {
+            for slot in self.0.by_ref() {
+                drop(slot.take());
+            }
         }
-        self.inline_len = 0;
-        self.overflow.clear();
+    }
+    let rest = Rest(slots);
+    for slot in rest.0.by_ref() {
+        drop(slot.take());
     }
 }
 
@@ -342,10 +371,10 @@ impl<C> Iterator for YieldsDrain<'_, C> {
 impl<C> Drop for YieldsDrain<'_, C> {
     fn drop(&mut self) {
         // The inline yields not reached are dropped here, so every slot is
-        // `None` again (`Yields`' invariant with `inline_len` 0); the
-        // overflow's `Drain` drops its own.
-        for slot in self.inline.by_ref().take(self.inline_left) {
-            drop(slot.take());
+        // `None` again (`Yields`' invariant with `inline_len` 0), even if a
+        // drop panics; the overflow's `Drain` drops its own.
+        if std::mem::take(&mut self.inline_left) > 0 {
+            empty_each(&mut self.inline);
         }
     }
 }
@@ -501,8 +530,12 @@ impl<C, R> StepOutput<C, R> {
     /// assert!(out.yields().is_empty());
     /// ```
     pub fn reset(&mut self) {
-        self.status = None;
+        // Both are emptied whatever a `Drop` does: the status is taken
+        // before the yields are cleared (which leaves them empty even if a
+        // command's drop panics) and dropped after (or while unwinding).
+        let status = self.status.take();
         self.yields.clear();
+        drop(status);
     }
 }
 
@@ -523,8 +556,109 @@ impl<C: fmt::Debug, R: fmt::Debug> fmt::Debug for StepOutput<C, R> {
 
 #[cfg(all(test, not(stepsched_loom)))]
 mod tests {
+    use std::panic::{AssertUnwindSafe, catch_unwind};
+    use std::sync::Arc;
+
     use super::*;
     use proptest::prelude::*;
+
+    /// A command that counts its live copies through `alive`, and whose
+    /// `Drop` panics if `panics` (never while unwinding).
+    struct Held {
+        /// Held only for the reference count it keeps.
+        _alive: Arc<()>,
+        panics: bool,
+    }
+
+    impl Drop for Held {
+        fn drop(&mut self) {
+            if self.panics && !std::thread::panicking() {
+                panic!("a command's Drop panicked");
+            }
+        }
+    }
+
+    /// Five yields (two inline, three in the overflow), the `panicky`-th
+    /// of which panics when dropped.
+    fn five_held(alive: &Arc<()>, panicky: usize) -> Yields<Held> {
+        let mut ys = Yields::new();
+        for tag in 0..5 {
+            let command = Held {
+                _alive: Arc::clone(alive),
+                panics: tag == panicky as u64,
+            };
+            ys.push(Yield { tag, command });
+        }
+        ys
+    }
+
+    /// A reset whose drop of the status panics still drops the yields.
+    #[test]
+    fn a_panicking_drop_of_the_status_still_resets_the_yields() {
+        let alive = Arc::new(());
+        let mut out = StepOutput::<Held, Held>::new();
+        *out.yields_mut() = five_held(&alive, usize::MAX);
+        let output = Held {
+            _alive: Arc::clone(&alive),
+            panics: true,
+        };
+        out.set_status(Status::Done(output));
+        assert!(catch_unwind(AssertUnwindSafe(|| out.reset())).is_err());
+        assert!(out.status().is_none() && out.yields().is_empty());
+        assert_eq!(
+            Arc::strong_count(&alive),
+            1,
+            "a command or the output was not dropped"
+        );
+    }
+
+    /// After a clear or a drain whose drop of a command panicked, every
+    /// other command has been dropped and the list is empty and usable:
+    /// the next yields pushed are the ones handed out, in order.
+    #[test]
+    fn a_panicking_drop_leaves_the_yields_empty_and_usable() {
+        for panicky in 0..5 {
+            for how in ["clear", "drain", "reset"] {
+                let alive = Arc::new(());
+                let mut out = StepOutput::<Held, u8>::new();
+                *out.yields_mut() = five_held(&alive, panicky);
+                out.set_status(Status::Done(1));
+                let r = catch_unwind(AssertUnwindSafe(|| match how {
+                    "clear" => out.yields_mut().clear(),
+                    "reset" => out.reset(),
+                    _ => drop(out.yields_mut().drain()),
+                }));
+                assert!(r.is_err(), "{how}: the panic did not reach the caller");
+                assert_eq!(
+                    Arc::strong_count(&alive),
+                    1,
+                    "{how}, panic at {panicky}: a command was not dropped"
+                );
+                assert!(
+                    out.yields().is_empty(),
+                    "{how}, panic at {panicky}: yields left"
+                );
+                if how == "reset" {
+                    assert_eq!(out.status(), None, "reset left the status");
+                }
+                for tag in 10..13 {
+                    out.push_yield(
+                        tag,
+                        Held {
+                            _alive: Arc::clone(&alive),
+                            panics: false,
+                        },
+                    );
+                }
+                let tags: Vec<u64> = out.yields_mut().drain().map(|y| y.tag).collect();
+                assert_eq!(
+                    tags,
+                    [10, 11, 12],
+                    "{how}, panic at {panicky}: the next yields"
+                );
+            }
+        }
+    }
 
     fn tags<C>(ys: &Yields<C>) -> Vec<u64> {
         ys.iter().map(|y| y.tag).collect()

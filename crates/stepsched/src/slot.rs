@@ -5,7 +5,7 @@
 //! # The life of a process
 //!
 //! A [`Slot`] holds one process: its state cell, its event queue, and its
-//! *body* (the process itself and the step output). The body
+//! *body* (the process itself and how it waits). The body
 //! is touched by one thread at a time, and the state cell says which:
 //!
 //! * the worker whose `try_start` moved the state Ready → Running owns the
@@ -154,39 +154,61 @@ pub(crate) struct Core<P: Process + 'static> {
     pub(crate) limited: bool,
 }
 
-/// One event buffer per worker: the batch a step iterates, filled at the
-/// start of each step from the process's carried inline completions and its
-/// queue, and empty again when the step returns. A buffer per worker rather
-/// than per process keeps it warm in the worker's cache and costs a process
-/// nothing (it used to hold a vector and, once it had received an event,
-/// that vector's allocation).
+/// One pair of buffers per worker, lent to each run: the event batch a
+/// step iterates (filled at the start of each step from the process's
+/// carried inline completions and its queue, empty again when the step
+/// returns) and the [`StepOutput`] it writes its status and yields into
+/// (status taken, yields dispatched, or dropped by `Core::end`, before the
+/// run ends). Per worker rather than per process, they stay warm in the
+/// worker's cache and cost a process nothing: the output alone is 72 bytes
+/// or more (its yields are stored inline up to a few), more than a third
+/// of a small process's slot.
 pub(crate) struct Batches<P: Process + 'static> {
     lines: Box<[Batch<P>]>,
 }
 
-/// One worker's buffer, on its own cache line.
-type Batch<P> = CachePadded<UnsafeCell<Vec<Ev<P>>>>;
+/// One worker's buffers, on lines of their own.
+type Batch<P> = CachePadded<UnsafeCell<Buffers<P>>>;
+
+/// What [`Batches::of`] lends a worker for one run.
+pub(crate) struct Buffers<P: Process + 'static> {
+    /// The events of the step being taken (see [`Batches`]).
+    pub(crate) batch: Vec<Ev<P>>,
+    /// The output of the step being taken (see [`Batches`]).
+    pub(crate) out: StepOutput<P::Command, P::Output>,
+}
 
 // SAFETY: buffer `i` is touched only by worker `i`, inside `Core::run`,
 // which a worker does not re-enter (a step, a handler run inline or a hook
 // never runs another process on the same thread); no reference to a buffer
 // outlives that call. So each buffer has one thread at a time, and what
-// moves between threads is the events, which are `Send`.
-unsafe impl<P: Process + 'static> Sync for Batches<P> where Ev<P>: Send {}
+// moves between threads is the events and commands, which are `Send`.
+unsafe impl<P: Process + 'static> Sync for Batches<P>
+where
+    Ev<P>: Send,
+    P::Command: Send,
+    P::Output: Send,
+{
+}
 
 impl<P: Process + 'static> Batches<P> {
     pub(crate) fn new(workers: usize) -> Self {
         Batches {
             lines: (0..workers)
-                .map(|_| CachePadded::new(UnsafeCell::new(Vec::new())))
+                .map(|_| {
+                    CachePadded::new(UnsafeCell::new(Buffers {
+                        batch: Vec::new(),
+                        out: StepOutput::new(),
+                    }))
+                })
                 .collect(),
         }
     }
 
-    /// The buffer of worker `index`. Dereferenced only by that worker,
+    /// The buffers of worker `index`. Dereferenced only by that worker,
     /// inside `Core::run` (see the `Sync` impl).
     #[inline]
-    pub(crate) fn of(&self, index: usize) -> *mut Vec<Ev<P>> {
+    pub(crate) fn of(&self, index: usize) -> *mut Buffers<P> {
         self.lines[index].get()
     }
 }
@@ -532,7 +554,8 @@ impl<P: SchedProcess> Task<P> {
 /// the process reads, then the queue pointer, the core and the PID, which
 /// it reads), then, a cache line past the last of those bytes, what the
 /// worker that runs the process writes at every run (the process itself,
-/// its step output, the inline completions, `last_worker`); the cancel
+/// the inline completions, `last_worker`; the step's output and event
+/// batch are the worker's, see [`Batches`]); the cancel
 /// token and the result cell, written once, fill the gap. A byte 64 bytes
 /// or more past another is on another line whatever the allocation's
 /// address, so a sender never reads or writes a line that the receiver's
@@ -606,7 +629,6 @@ pub(crate) type Ev<P> = Event<<P as Process>::Message, <P as Process>::Response>
 pub(crate) struct Body<P: Process + 'static> {
     /// `None` once closed.
     pub(crate) process: Option<P>,
-    pub(crate) out: StepOutput<P::Command, P::Output>,
     /// How the last step left the process waiting, if it did (`Idle` or
     /// `Yield`): a run of a waiting process that finds no event parks it
     /// again instead of stepping it with an empty batch.
@@ -685,7 +707,6 @@ impl<P: Process + 'static> Slot<P> {
             queue: Inbox::new(),
             body: UnsafeCell::new(Body {
                 process,
-                out: StepOutput::default(),
                 waiting: None,
             }),
             last_worker: AtomicUsize::new(NO_WORKER),
@@ -869,11 +890,8 @@ impl<P: SchedProcess> Slot<P> {
         }
         // `Vec::clear` empties the vector before dropping the elements, so
         // after a panicking payload the vector is still sound (and empty).
-        // Most processes end with nothing left in either (the step that
-        // finished took its status): no call, no unwind guard.
-        if body.out.status().is_some() || !body.out.yields().is_empty() {
-            caught("a command's drop", &mut || body.out.reset());
-        }
+        // Most processes end with nothing left (no inline completion, an
+        // empty queue): no call, no unwind guard.
         // SAFETY: the inline batch belongs to the owner of the body.
         let inline = unsafe { &mut *self.inline.get() };
         if !inline.is_empty() {
@@ -1176,6 +1194,20 @@ mod layout {
     /// A cache line: how far past the state word the fields the owner
     /// writes at every run must begin.
     const LINE: usize = 64;
+
+    /// A small process's slot, with the `Arc`'s two counts before it,
+    /// fits three cache lines: the step's output (72 bytes here, 96 with a
+    /// `&'static str` command) is the worker's, not the slot's, and so is
+    /// the event batch. Every line of a slot is written when it is made
+    /// and read by the worker that first runs it, usually another thread.
+    #[test]
+    fn a_small_process_fits_three_lines() {
+        let with_counts = size_of::<Slot<Counter>>() + 2 * size_of::<usize>();
+        assert!(
+            with_counts <= 3 * LINE,
+            "a slot of a small process takes {with_counts} bytes, more than three lines"
+        );
+    }
 
     #[test]
     fn what_the_owner_writes_is_a_line_past_what_a_sender_touches() {

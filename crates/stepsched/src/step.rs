@@ -55,7 +55,7 @@ use crate::handle::Handle;
 use crate::handler::{Completer, Dispatching, Handler, SpareRefs};
 use crate::primitive::sync::atomic::Ordering;
 use crate::primitive::sync::{Arc, SlotArc};
-use crate::slot::{Core, Counters, Ev, Slot, Task, Waiting, bump, bump_by, init_caught};
+use crate::slot::{Buffers, Core, Counters, Ev, Slot, Task, Waiting, bump, bump_by, init_caught};
 use crate::trace;
 
 /// Spin-loop hints a worker waits before it drains an idle process's
@@ -192,13 +192,18 @@ impl<P: SchedProcess> Core<P> {
         let debugged = trace::debug_level!();
         // SAFETY: we are worker `worker`, inside its one call of `run` (the
         // buffer's rule, see `Batches`); the borrow ends with this call.
-        let batch = unsafe { &mut *self.batches.of(worker) };
+        let Buffers { batch, out } = unsafe { &mut *self.batches.of(worker) };
         // Empty unless an earlier run on this worker unwound between its
         // drain and its step (a panicking `Drop` of a command or an event,
         // which the pool catches): those events belong to that process and
         // must not reach this one.
         if !batch.is_empty() && catch_unwind(AssertUnwindSafe(|| batch.clear())).is_err() {
             trace::debug!(pid = %slot.pid(), "an event's drop panicked");
+        }
+        // Likewise for the output: every run empties it before it ends (see
+        // `end`) unless it unwound on the way.
+        if holds_anything(out) && catch_unwind(AssertUnwindSafe(|| out.reset())).is_err() {
+            trace::debug!(pid = %slot.pid(), "a command's drop panicked");
         }
         // First the completions made inline for an earlier run's step that
         // did not take them (`Continue`, an exhausted budget). Completions
@@ -234,7 +239,10 @@ impl<P: SchedProcess> Core<P> {
                 break (wait(&slot, waiting, line, owned), false);
             }
             body.waiting = None;
-            body.out.reset();
+            // Empty: the run began with it empty (above), and every step of
+            // it left it so (its status taken, its yields dispatched; an
+            // upgrade empties it too).
+            debug_assert!(!holds_anything(out), "a step's output was left over");
             let Some(process) = body.process.as_mut() else {
                 debug_assert!(false, "a started process is not closed");
                 return;
@@ -274,13 +282,13 @@ impl<P: SchedProcess> Core<P> {
             // it did not take are dropped when the step returns (or
             // unwinds), so the buffer is empty for the worker's next step.
             let stepped = catch_unwind(AssertUnwindSafe(|| {
-                process.step(&mut cx, batch.drain(..), &mut body.out)
+                process.step(&mut cx, batch.drain(..), out)
             }));
             if let Some(upgrade) = cx.take_upgrade()
                 && matches!(stepped, Ok(Ok(())))
             {
-                if let Err(e) = self.upgrade(handlers, reach, &slot, upgrade) {
-                    return self.end(&slot, Err(e), worker);
+                if let Err(e) = self.upgrade(handlers, reach, &slot, out, upgrade) {
+                    return self.end(&slot, out, Err(e), worker);
                 }
                 // The new process's first step, with whatever arrived
                 // meanwhile (possibly nothing), on the same inline budget
@@ -293,36 +301,36 @@ impl<P: SchedProcess> Core<P> {
                 break (slot.state.reschedule(), false);
             }
             let status = match stepped {
-                Ok(Ok(())) => body.out.take_status(),
-                Ok(Err(e)) => return self.end(&slot, Err(e), worker),
+                Ok(Ok(())) => out.take_status(),
+                Ok(Err(e)) => return self.end(&slot, out, Err(e), worker),
                 Err(panic) => {
-                    return self.end(&slot, Err(Error::from_panic(&*panic)), worker);
+                    return self.end(&slot, out, Err(Error::from_panic(&*panic)), worker);
                 }
             };
             if traced {
                 trace::trace!(
                     pid = %slot.pid(),
                     status = status.as_ref().map_or("none", status_name),
-                    yields = body.out.yields().len(),
+                    yields = out.yields().len(),
                     "step returned"
                 );
             }
             let status = match status {
                 // A finished process's yields are not dispatched.
-                Some(Status::Done(output)) => return self.end(&slot, Ok(output), worker),
+                Some(Status::Done(output)) => return self.end(&slot, out, Ok(output), worker),
                 Some(status) => status,
                 None => {
                     trace::debug!(pid = %slot.pid(), "step set no status");
                     let e = Error::Failed(format!("process {}: step set no status", slot.pid()));
-                    return self.end(&slot, Err(e), worker);
+                    return self.end(&slot, out, Err(e), worker);
                 }
             };
             // Yields are dispatched whatever the status (see `Status`);
             // `dispatch` looks at the state cell before each one, so none
             // is dispatched once a terminate has landed.
-            if !body.out.yields().is_empty() {
+            if !out.yields().is_empty() {
                 let lent = std::mem::take(&mut spare.count);
-                spare.count = self.dispatch(handlers, &slot, &mut body.out, batch, lent, debugged);
+                spare.count = self.dispatch(handlers, &slot, out, batch, lent, debugged);
             }
             let waiting = match status {
                 // A process that asked to continue goes to the back of the
@@ -417,6 +425,7 @@ impl<P: SchedProcess> Core<P> {
         handlers: &Handlers<P>,
         reach: &Handle<P>,
         slot: &SlotArc<Slot<P>>,
+        out: &mut StepOutput<P::Command, P::Output>,
         Upgrade {
             to, method, input, ..
         }: Upgrade<P>,
@@ -424,7 +433,7 @@ impl<P: SchedProcess> Core<P> {
         // SAFETY: we own the body (Running); no other borrow of it is live.
         let body = unsafe { &mut *slot.body.get() };
         // The old step's status and yields are not used.
-        if catch_unwind(AssertUnwindSafe(|| body.out.reset())).is_err() {
+        if catch_unwind(AssertUnwindSafe(|| out.reset())).is_err() {
             trace::debug!(pid = %slot.pid(), "a command's drop panicked");
         }
         if let Some(old) = body.process.take() {
@@ -455,7 +464,13 @@ impl<P: SchedProcess> Core<P> {
     }
 
     /// Ends a process we own (Running) with `result`.
-    fn end(&self, slot: &SlotArc<Slot<P>>, result: Result<P::Output, Error>, worker: usize) {
+    fn end(
+        &self,
+        slot: &SlotArc<Slot<P>>,
+        out: &mut StepOutput<P::Command, P::Output>,
+        result: Result<P::Output, Error>,
+        worker: usize,
+    ) {
         // Whatever `complete` answers, the body is still ours: Completed
         // (we won) or Terminated (a forcer saw Running and left `close` and
         // the result to us).
@@ -472,6 +487,14 @@ impl<P: SchedProcess> Core<P> {
         // SAFETY: we owned the body while Running and nobody else takes it
         // from a Complete state.
         unsafe { slot.close_body() };
+        // What the last step left in the worker's output: the yields of a
+        // step that finished or failed are not dispatched. Dropped here, as
+        // the process ends, not by whichever process this worker steps next.
+        // Most steps that end a process leave nothing (the status was
+        // taken): no call, no unwind guard.
+        if holds_anything(out) && catch_unwind(AssertUnwindSafe(|| out.reset())).is_err() {
+            trace::debug!(pid = %slot.pid(), "a command's drop panicked");
+        }
         match finish {
             Finish::Completed => slot.finish(result, Some(worker)),
             // The forcer won: its error is the result, whatever the step
@@ -635,4 +658,10 @@ fn trace_events<P: SchedProcess>(slot: &Slot<P>, batch: &[Ev<P>]) {
             EventKind::Cancel => trace::debug!(pid = %slot.pid(), "cancel delivered"),
         }
     }
+}
+
+/// Whether a step's output still holds a status or a yield.
+#[inline]
+fn holds_anything<C, R>(out: &StepOutput<C, R>) -> bool {
+    out.status().is_some() || !out.yields().is_empty()
 }

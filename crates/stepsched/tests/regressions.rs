@@ -1303,3 +1303,130 @@ fn submit_registering_after_the_shutdown_sweeps_still_completes() {
     }
     assert!(!s.contains(late), "the late process still routes");
 }
+
+// ---------------------------------------------------------------------------
+// The yields of a step that ends its process are dropped as it ends.
+// ---------------------------------------------------------------------------
+
+/// A command that holds a reference to a shared counter, and may panic when
+/// dropped (never during an unwind).
+struct Held {
+    /// Held only for the reference count it keeps.
+    _alive: Arc<()>,
+    panics: bool,
+}
+
+impl stepsched::Command for Held {
+    fn name(&self) -> &str {
+        "never-dispatched"
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if self.panics && !thread::panicking() {
+            panic!("a command's Drop panicked");
+        }
+    }
+}
+
+/// How a [`Leaver`]'s one step ends, after pushing its yields.
+#[derive(Clone, Copy)]
+enum LeaveBy {
+    Done,
+    Failing,
+    Panicking,
+}
+
+/// A process whose one step pushes two yields and then ends the process,
+/// so that neither is dispatched.
+struct Leaver {
+    alive: Arc<()>,
+    by: LeaveBy,
+    drop_panics: bool,
+}
+
+impl Process for Leaver {
+    type Input = ();
+    type Message = ();
+    type Response = ();
+    type Command = Held;
+    type Output = i64;
+
+    fn init(&mut self, _: &Context<'_, Self>, _: &str, (): ()) -> Result<(), Error> {
+        Ok(())
+    }
+
+    fn step(
+        &mut self,
+        _: &mut Context<'_, Self>,
+        _: stepsched::Events<'_, ()>,
+        out: &mut StepOutput<Held, i64>,
+    ) -> Result<(), Error> {
+        for tag in 0..2 {
+            let held = Held {
+                _alive: Arc::clone(&self.alive),
+                panics: self.drop_panics,
+            };
+            out.push_yield(tag, held);
+        }
+        match self.by {
+            LeaveBy::Done => {
+                out.set_status(Status::Done(7));
+                Ok(())
+            }
+            LeaveBy::Failing => Err(Error::Failed("the step failed".into())),
+            LeaveBy::Panicking => panic!("the step panicked"),
+        }
+    }
+}
+
+/// A step that ends its process (`Done`, an error, a panic) leaves yields
+/// that are never dispatched. They are dropped as the process ends, before
+/// its result is published: not later, by whatever the worker does next (a
+/// worker's steps share one output buffer).
+#[test]
+fn the_yields_of_a_step_that_ends_its_process_are_dropped_before_its_result() {
+    let s = Scheduler::<Leaver>::builder().workers(1).build().unwrap();
+    for by in [LeaveBy::Done, LeaveBy::Failing, LeaveBy::Panicking] {
+        let alive = Arc::new(());
+        let leaver = Leaver {
+            alive: Arc::clone(&alive),
+            by,
+            drop_panics: false,
+        };
+        let h = s.submit(s.allocate_pid(), leaver, "main", ()).unwrap();
+        let r = join_within(h, GUARD);
+        assert!(r.is_some(), "the process never ended");
+        assert_eq!(
+            Arc::strong_count(&alive),
+            1,
+            "a command was still alive when the result was published"
+        );
+    }
+    s.shutdown(GUARD).unwrap();
+}
+
+/// The yields left by a step that finished with `Done(7)` panic when
+/// dropped: the result is still `Ok(7)`, and the worker goes on stepping
+/// other processes.
+#[test]
+fn a_panicking_drop_of_an_undispatched_yield_keeps_the_result() {
+    let s = Scheduler::<Leaver>::builder().workers(1).build().unwrap();
+    let leaver = |drop_panics| Leaver {
+        alive: Arc::new(()),
+        by: LeaveBy::Done,
+        drop_panics,
+    };
+    let h = s
+        .submit(s.allocate_pid(), leaver(true), "main", ())
+        .unwrap();
+    let r = join_within(h, GUARD);
+    assert!(matches!(r, Some(Ok(7))), "got {r:?}");
+    let next = s
+        .submit(s.allocate_pid(), leaver(false), "main", ())
+        .unwrap();
+    let r = join_within(next, GUARD);
+    assert!(matches!(r, Some(Ok(7))), "the next process got {r:?}");
+    s.shutdown(GUARD).unwrap();
+}
