@@ -269,11 +269,16 @@ impl<P: SchedProcess> Core<P> {
             bump(&line.steps, owned);
             // Only the events drained from the queue (the batch's tail) can
             // be messages: inline completions never are.
+            // One event, the common case of a process that keeps up with
+            // its senders, is looked at without the iterator's setup.
             if queued != 0 {
-                let messages = batch[batch.len() - queued..]
-                    .iter()
-                    .filter(|e| e.kind() == EventKind::Message)
-                    .count();
+                let messages = match batch.as_slice() {
+                    [.., last] if queued == 1 => usize::from(last.kind() == EventKind::Message),
+                    events => events[events.len() - queued..]
+                        .iter()
+                        .filter(|e| e.kind() == EventKind::Message)
+                        .count(),
+                };
                 if messages != 0 {
                     bump_by(&line.messages, messages as u64, owned);
                 }

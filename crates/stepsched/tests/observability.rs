@@ -313,6 +313,31 @@ fn queued_processes_are_ready_and_the_stepped_one_running() {
     assert_eq!(st.completed, K as u64 + 1);
 }
 
+/// `messages` counts messages, not events: a completion queued from
+/// another thread, drained alone, is not one, and a message is.
+#[test]
+fn a_completion_drained_alone_is_not_counted_as_a_message() {
+    let (tx, rx) = channel();
+    let s = waiters(1, tx);
+    let join = s
+        .submit(s.allocate_pid(), Waiter { ask: true }, "run", ())
+        .unwrap();
+    let done = rx.recv().unwrap();
+    // From this thread, not the dispatching one: the completion goes
+    // through the process's queue, and its step takes it alone.
+    assert!(done.complete(Ok(5)));
+    let st = wait_stats(&s, "the process idle after its completion", |st| {
+        st.idle == 1
+    });
+    assert_eq!(
+        st.messages, 0,
+        "a completion was counted as a message: {st}"
+    );
+    s.send(join.pid(), 9).unwrap();
+    assert_eq!(join.join().unwrap(), 9);
+    assert_eq!(s.stats().messages, 1);
+}
+
 #[test]
 fn display_is_one_line_and_alternate_adds_a_line_per_worker() {
     let (tx, _rx) = channel();
