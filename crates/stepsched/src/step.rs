@@ -47,7 +47,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use stepsched_pool::WorkerContext;
 use stepsched_process::{
     Command, Context, Error, EventKind, Finish, Park, Process, Start, Status, StepOutput, Upgrade,
-    UpgradeTo,
+    UpgradeTo, Yield,
 };
 
 use crate::SchedProcess;
@@ -523,39 +523,45 @@ impl<P: SchedProcess> Core<P> {
         debugged: bool,
     ) -> usize {
         let dispatching = Dispatching::enter(slot, batch, spare);
-        for y in out.yields_mut().drain() {
+        let mut yields = out.yields_mut().drain();
+        for Yield { tag, command } in yields.by_ref() {
             // Terminated during the dispatch (by a handler, or another
             // thread): the yields not yet dispatched never will be.
             if slot.state.load().is_complete() {
+                caught_drop(slot, command);
                 break;
             }
-            let completer = Completer::dispatched(slot, y.tag);
-            if debugged {
-                trace::debug!(
-                    pid = %slot.pid(),
-                    tag = y.tag,
-                    command = y.command.name(),
-                    "yield dispatched"
-                );
-            }
-            match handlers.get(y.command.name()) {
-                Some(handler) => {
-                    // A panic drops the completer, which completes the tag
-                    // with an error.
-                    let _ = catch_unwind(AssertUnwindSafe(|| handler.handle(y.command, completer)));
+            let completer = Completer::dispatched(slot, tag);
+            // The command's `name` and `Drop` are the process's code, as
+            // the handler is: a panic in any of them is caught here, and
+            // drops the completer, which completes the tag with an error
+            // (unless the completion was made first). Uncaught, it would
+            // unwind out of the run and leave the process Running.
+            let dispatched = catch_unwind(AssertUnwindSafe(|| {
+                let name = command.name();
+                if debugged {
+                    trace::debug!(pid = %slot.pid(), tag, command = name, "yield dispatched");
                 }
-                None => {
-                    trace::debug!(
-                        pid = %slot.pid(),
-                        tag = y.tag,
-                        command = y.command.name(),
-                        "no handler for the command: completing the yield with an error"
-                    );
-                    let message = format!("unknown command `{}`", y.command.name());
-                    let _ = completer.complete(Err(Error::Failed(message)));
+                match handlers.get(name) {
+                    Some(handler) => handler.handle(command, completer),
+                    None => {
+                        trace::debug!(
+                            pid = %slot.pid(),
+                            tag,
+                            command = name,
+                            "no handler for the command: completing the yield with an error"
+                        );
+                        let message = format!("unknown command `{name}`");
+                        let _ = completer.complete(Err(Error::Failed(message)));
+                    }
                 }
+            }));
+            if dispatched.is_err() {
+                trace::debug!(pid = %slot.pid(), tag, "a handler or the command panicked");
             }
         }
+        // The yields a terminate left undispatched.
+        caught_drop(slot, yields);
         dispatching.finish()
     }
 }
@@ -662,6 +668,14 @@ fn trace_events<P: SchedProcess>(slot: &Slot<P>, batch: &[Ev<P>]) {
             EventKind::Message => trace::debug!(pid = %slot.pid(), "message delivered"),
             EventKind::Cancel => trace::debug!(pid = %slot.pid(), "cancel delivered"),
         }
+    }
+}
+
+/// Drops `value` (commands of the process, which may panic in `Drop`),
+/// catching a panic.
+fn caught_drop<P: SchedProcess, T>(slot: &Slot<P>, value: T) {
+    if catch_unwind(AssertUnwindSafe(|| drop(value))).is_err() {
+        trace::debug!(pid = %slot.pid(), "a command's drop panicked");
     }
 }
 

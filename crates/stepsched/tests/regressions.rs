@@ -1430,3 +1430,154 @@ fn a_panicking_drop_of_an_undispatched_yield_keeps_the_result() {
     assert!(matches!(r, Some(Ok(7))), "the next process got {r:?}");
     s.shutdown(GUARD).unwrap();
 }
+
+// ---------------------------------------------------------------------------
+// A command whose `name` or `Drop` panics during the dispatch.
+// ---------------------------------------------------------------------------
+
+/// A command that may panic in `name` or in `Drop` (never while unwinding).
+struct Risky {
+    name: &'static str,
+    name_panics: bool,
+    drop_panics: bool,
+}
+
+impl stepsched::Command for Risky {
+    fn name(&self) -> &str {
+        if self.name_panics {
+            panic!("a command's name panicked");
+        }
+        self.name
+    }
+}
+
+impl Drop for Risky {
+    fn drop(&mut self) {
+        if self.drop_panics && !thread::panicking() {
+            panic!("a command's Drop panicked");
+        }
+    }
+}
+
+/// First step: yields its commands (tags 1, 2, …) and waits for their
+/// completions; once it has them all, finishes with the number that were
+/// errors.
+struct Dispatcher {
+    commands: Vec<Risky>,
+    left: usize,
+    errors: i64,
+}
+
+impl Dispatcher {
+    fn new(commands: Vec<Risky>) -> Self {
+        let left = commands.len();
+        Dispatcher {
+            commands,
+            left,
+            errors: 0,
+        }
+    }
+}
+
+impl Process for Dispatcher {
+    type Input = ();
+    type Message = ();
+    type Response = ();
+    type Command = Risky;
+    type Output = i64;
+
+    fn init(&mut self, _: &Context<'_, Self>, _: &str, (): ()) -> Result<(), Error> {
+        Ok(())
+    }
+
+    fn step(
+        &mut self,
+        _: &mut Context<'_, Self>,
+        events: stepsched::Events<'_, ()>,
+        out: &mut StepOutput<Risky, i64>,
+    ) -> Result<(), Error> {
+        for (tag, command) in self.commands.drain(..).enumerate() {
+            out.push_yield(tag as u64 + 1, command);
+        }
+        for event in events {
+            if let Event::Completion { result, .. } = event {
+                self.left -= 1;
+                self.errors += i64::from(result.is_err());
+            }
+        }
+        out.set_status(if self.left == 0 {
+            Status::Done(self.errors)
+        } else {
+            Status::Yield
+        });
+        Ok(())
+    }
+}
+
+fn risky(name: &'static str, name_panics: bool, drop_panics: bool) -> Risky {
+    Risky {
+        name,
+        name_panics,
+        drop_panics,
+    }
+}
+
+/// An unknown command whose `Drop` panics, and a command whose `name`
+/// panics: each tag is completed with an error and the process goes on to
+/// finish, where the panics used to unwind out of the worker's run and
+/// leave the process Running for ever.
+#[test]
+fn a_command_panicking_in_name_or_drop_completes_its_tag_with_an_error() {
+    let s = Scheduler::<Dispatcher>::builder()
+        .workers(1)
+        .handler("ok", |c: Risky, done: Completer<Dispatcher>| {
+            drop(c);
+            let _ = done.complete(Ok(()));
+        })
+        .build()
+        .unwrap();
+    let p = Dispatcher::new(vec![
+        risky("unknown", false, true),
+        risky("ok", true, false),
+        risky("ok", false, false),
+    ]);
+    let h = s.submit(s.allocate_pid(), p, "main", ()).unwrap();
+    let r = join_within(h, GUARD);
+    assert!(
+        matches!(r, Some(Ok(2))),
+        "expected two error completions, got {r:?} (None: the process never finished)"
+    );
+    s.shutdown(GUARD).unwrap();
+}
+
+/// A handler terminates the process during its dispatch; the yields not
+/// yet dispatched are dropped, and one's `Drop` panics: the process is
+/// still closed and its result `Terminated` published.
+#[test]
+fn a_panicking_drop_of_a_yield_a_terminate_left_undispatched() {
+    let handle: Arc<OnceLock<Handle<Dispatcher>>> = Arc::new(OnceLock::new());
+    let handle_k = handle.clone();
+    let s = Scheduler::<Dispatcher>::builder()
+        .workers(1)
+        .handler("kill", move |c: Risky, done: Completer<Dispatcher>| {
+            drop(c);
+            let me = done.pid();
+            assert_eq!(handle_k.get().unwrap().terminate(me), Ok(()));
+            let _ = done.complete(Ok(()));
+        })
+        .build()
+        .unwrap();
+    handle.set(s.handle()).unwrap();
+    let p = Dispatcher::new(vec![
+        risky("kill", false, false),
+        risky("unknown", false, true),
+        risky("unknown", false, false),
+    ]);
+    let h = s.submit(s.allocate_pid(), p, "main", ()).unwrap();
+    let r = join_within(h, GUARD);
+    assert!(
+        matches!(r, Some(Err(Error::Terminated))),
+        "got {r:?} (None: the process never finished)"
+    );
+    s.shutdown(GUARD).unwrap();
+}
