@@ -197,13 +197,13 @@ impl<P: SchedProcess> Core<P> {
         // drain and its step (a panicking `Drop` of a command or an event,
         // which the pool catches): those events belong to that process and
         // must not reach this one.
-        if !batch.is_empty() && catch_unwind(AssertUnwindSafe(|| batch.clear())).is_err() {
-            trace::debug!(pid = %slot.pid(), "an event's drop panicked");
+        if !batch.is_empty() {
+            caught(&slot, "an event's drop", || batch.clear());
         }
         // Likewise for the output: every run empties it before it ends (see
         // `end`) unless it unwound on the way.
-        if holds_anything(out) && catch_unwind(AssertUnwindSafe(|| out.reset())).is_err() {
-            trace::debug!(pid = %slot.pid(), "a command's drop panicked");
+        if holds_anything(out) {
+            caught(&slot, "a command's drop", || out.reset());
         }
         // First the completions made inline for an earlier run's step that
         // did not take them (`Continue`, an exhausted budget). Completions
@@ -261,9 +261,7 @@ impl<P: SchedProcess> Core<P> {
             // taken for this step are dropped here, as `close` drops the
             // rest of the queue.
             if slot.state.load().is_complete() {
-                if catch_unwind(AssertUnwindSafe(|| batch.clear())).is_err() {
-                    trace::debug!(pid = %slot.pid(), "an event's drop panicked");
-                }
+                caught(&slot, "an event's drop", || batch.clear());
                 break (Park::Terminated, false);
             }
             bump(&line.steps, owned);
@@ -438,9 +436,7 @@ impl<P: SchedProcess> Core<P> {
         // SAFETY: we own the body (Running); no other borrow of it is live.
         let body = unsafe { &mut *slot.body.get() };
         // The old step's status and yields are not used.
-        if catch_unwind(AssertUnwindSafe(|| out.reset())).is_err() {
-            trace::debug!(pid = %slot.pid(), "a command's drop panicked");
-        }
+        caught(slot, "a command's drop", || out.reset());
         if let Some(old) = body.process.take() {
             slot.close_process(old);
         }
@@ -497,8 +493,8 @@ impl<P: SchedProcess> Core<P> {
         // the process ends, not by whichever process this worker steps next.
         // Most steps that end a process leave nothing (the status was
         // taken): no call, no unwind guard.
-        if holds_anything(out) && catch_unwind(AssertUnwindSafe(|| out.reset())).is_err() {
-            trace::debug!(pid = %slot.pid(), "a command's drop panicked");
+        if holds_anything(out) {
+            caught(slot, "a command's drop", || out.reset());
         }
         match finish {
             Finish::Completed => slot.finish(result, Some(worker)),
@@ -671,12 +667,20 @@ fn trace_events<P: SchedProcess>(slot: &Slot<P>, batch: &[Ev<P>]) {
     }
 }
 
-/// Drops `value` (commands of the process, which may panic in `Drop`),
-/// catching a panic.
-fn caught_drop<P: SchedProcess, T>(slot: &Slot<P>, value: T) {
-    if catch_unwind(AssertUnwindSafe(|| drop(value))).is_err() {
-        trace::debug!(pid = %slot.pid(), "a command's drop panicked");
+/// Runs `drop_them`, which drops values of the process's own types (its
+/// events, commands, a step's status), catching a panic of their `Drop`:
+/// unwinding out of the run would leave the process Running for ever.
+/// `what` names the values in the debug event.
+fn caught<P: SchedProcess>(slot: &Slot<P>, what: &'static str, drop_them: impl FnOnce()) {
+    if catch_unwind(AssertUnwindSafe(drop_them)).is_err() {
+        trace::debug!(pid = %slot.pid(), "{what} panicked");
     }
+}
+
+/// Drops `value` (commands of the process), catching a panic (see
+/// [`caught`]).
+fn caught_drop<P: SchedProcess, T>(slot: &Slot<P>, value: T) {
+    caught(slot, "a command's drop", || drop(value));
 }
 
 /// Whether a step's output still holds a status or a yield.
