@@ -72,7 +72,7 @@ use crate::SchedProcess;
 use crate::inbox::{Inbox, Queue};
 use crate::primitive::cell::UnsafeCell;
 use crate::primitive::sync::atomic::{
-    AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering, fence,
+    AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
 };
 use crate::primitive::sync::{Arc, Condvar, Mutex, SlotArc};
 use crate::result::ResultCell;
@@ -81,7 +81,7 @@ use crate::trace;
 use crossbeam_utils::CachePadded;
 
 /// `last_worker` before the first step.
-pub(crate) const NO_WORKER: usize = usize::MAX;
+pub(crate) const NO_WORKER: u32 = u32::MAX;
 
 /// The slot's `forced` word: not forced, or the error its forcer chose,
 /// plus [`FORCE_WON`] once that forcer won the state cell.
@@ -550,19 +550,20 @@ impl<P: SchedProcess> Task<P> {
 /// One process: its state, its event queue, its body.
 ///
 /// `repr(C)`, in two groups: first what a sender touches (the state word,
-/// which every wake writes, then `parked_as`, which the waker that queues
-/// the process reads, then the queue pointer, the core and the PID, which
-/// it reads), then, a cache line past the last of those bytes, what the
-/// worker that runs the process writes at every run (the process itself,
-/// the inline completions, `last_worker`; the step's output and event
+/// which every wake writes, then `parked_as` and `last_worker`, which the
+/// waker that queues the process reads, then the queue pointer, the core
+/// and the PID, which it reads), then, a cache line past the last of those
+/// bytes, what the worker that runs the process writes at every run (the
+/// process itself, the inline completions; the step's output and event
 /// batch are the worker's, see [`Batches`]); the cancel
 /// token and the result cell, written once, fill the gap. A byte 64 bytes
 /// or more past another is on another line whatever the allocation's
 /// address, so a sender never reads or writes a line that the receiver's
-/// step writes (a test checks the offsets). The owner's one write at
-/// every run into the first group besides the state word is `parked_as`,
-/// stored just before the park transition writes the state word on the
-/// same line; the three flags beside it (`cancel_sent`, `forced`,
+/// step writes (a test checks the offsets). The owner's writes at every
+/// run into the first group besides the state word are `last_worker`,
+/// stored just after the `try_start` transition wrote the state word, and
+/// `parked_as`, stored just before the park transition writes it, both on
+/// the same line; the three flags beside it (`cancel_sent`, `forced`,
 /// `finished`) are written at most once or twice in a process's life.
 #[repr(C)]
 pub(crate) struct Slot<P: Process + 'static> {
@@ -584,6 +585,15 @@ pub(crate) struct Slot<P: Process + 'static> {
     /// (with `FORCE_WON` once it won the state cell).
     pub(crate) forced: AtomicU8,
     pub(crate) finished: AtomicBool,
+    /// The worker that last stepped the process, where a wake from outside
+    /// the pool queues it. Written by the owner
+    /// at the start of every run, right after the `try_start` CAS of the
+    /// state word brought this line into its cache; read by the waker
+    /// whose `wake` answered `Queue`, right after its own CAS of that
+    /// word. In the 4 bytes the flags leave before `queue`, so within the
+    /// state word's 16 bytes: neither side pays a miss for it (a field on
+    /// the owner's line cost every wake from outside the pool one).
+    pub(crate) last_worker: AtomicU32,
     /// The event queue, created by the first event (an idle process that
     /// was never sent anything costs no queue), sealed before the process
     /// completes (see `inbox`).
@@ -594,8 +604,6 @@ pub(crate) struct Slot<P: Process + 'static> {
     pub(crate) pid: Pid,
     pub(crate) cancel: CancelToken,
     pub(crate) result: ResultCell<P::Output>,
-    /// The worker that last stepped the process (completions go back there).
-    pub(crate) last_worker: AtomicUsize,
     /// Completions made by handlers on the dispatching thread while the
     /// process is being dispatched. Only the worker that owns the process
     /// (see the module docs) touches it: a completer pushes here only when
@@ -709,7 +717,7 @@ impl<P: Process + 'static> Slot<P> {
                 process,
                 waiting: None,
             }),
-            last_worker: AtomicUsize::new(NO_WORKER),
+            last_worker: AtomicU32::new(NO_WORKER),
             cancel,
             cancel_sent: AtomicBool::new(false),
             forced: AtomicU8::new(NOT_FORCED),
@@ -1080,13 +1088,12 @@ impl<P: SchedProcess> Core<P> {
         let refused = if current.is_some() {
             pool.submit_next(Task::new(slot)).err()
         } else {
-            // Read only here: `last_worker` is on a line the owner writes at
-            // every run, so a wake from a worker, which never needs it,
-            // would pay a cache miss for it. Relaxed: a hint; any worker may
-            // run the slot.
+            // Read only here, where the waker's CAS of the state word has
+            // just brought in its line (see `last_worker`). Relaxed: a hint;
+            // any worker may run the slot.
             match slot.last_worker.load(Ordering::Relaxed) {
                 NO_WORKER => pool.submit(Task::new(slot)).err(),
-                worker => pool.submit_to(worker, Task::new(slot)).err(),
+                worker => pool.submit_to(worker as usize, Task::new(slot)).err(),
             }
         };
         // A refusal means the pool is shutting down; shutdown force-closes
@@ -1223,8 +1230,10 @@ mod layout {
         // counts before it keep those 16-aligned where the allocation is),
         // it is on the line that CAS brought in.
         assert!(offset_of!(Slot<Counter>, parked_as) < state + 16);
+        // Likewise `last_worker`, which a waker from outside the pool reads
+        // and the owner writes after its `try_start` CAS.
+        assert!(offset_of!(Slot<Counter>, last_worker) + size_of::<AtomicU32>() <= state + 16);
         for (name, owned) in [
-            ("last_worker", offset_of!(Slot<Counter>, last_worker)),
             ("inline", offset_of!(Slot<Counter>, inline)),
             ("body", offset_of!(Slot<Counter>, body)),
         ] {

@@ -55,7 +55,9 @@ use crate::handle::Handle;
 use crate::handler::{Completer, Dispatching, Handler, SpareRefs};
 use crate::primitive::sync::atomic::Ordering;
 use crate::primitive::sync::{Arc, SlotArc};
-use crate::slot::{Buffers, Core, Counters, Ev, Slot, Task, Waiting, bump, bump_by, init_caught};
+use crate::slot::{
+    Buffers, Core, Counters, Ev, NO_WORKER, Slot, Task, Waiting, bump, bump_by, init_caught,
+};
 use crate::trace;
 
 /// Spin-loop hints a worker waits before it drains an idle process's
@@ -178,8 +180,14 @@ impl<P: SchedProcess> Core<P> {
         // (see `Completer::dispatched`), released when this run ends.
         let mut spare = SpareRefs::new(&slot);
         let worker = ctx.index();
-        // Relaxed: only a hint for where to send the next completion.
-        slot.last_worker.store(worker, Ordering::Relaxed);
+        // Relaxed: only a hint for where a wake from outside the pool
+        // queues the process. On the state word's line, which the CAS of
+        // `try_start` just brought in (see `Slot::last_worker`). A pool
+        // with more than `u32::MAX` workers leaves the hint unset.
+        slot.last_worker.store(
+            u32::try_from(worker).unwrap_or(NO_WORKER),
+            Ordering::Relaxed,
+        );
         let (line, owned) = self.counter_line(Some(worker));
         bump(&line.started, owned);
         let mut inline_budget = INLINE_STEPS;
