@@ -55,9 +55,7 @@ use crate::handle::Handle;
 use crate::handler::{Completer, Dispatching, Handler, SpareRefs};
 use crate::primitive::sync::atomic::Ordering;
 use crate::primitive::sync::{Arc, SlotArc};
-use crate::slot::{
-    Buffers, Core, Counters, Ev, NO_WORKER, Slot, Task, Waiting, bump, bump_by, init_caught,
-};
+use crate::slot::{Buffers, Core, Counters, Ev, Slot, Task, Waiting, bump, bump_by, init_caught};
 use crate::trace;
 
 /// Spin-loop hints a worker waits before it drains an idle process's
@@ -182,22 +180,19 @@ impl<P: SchedProcess> Core<P> {
         let worker = ctx.index();
         // Relaxed: only a hint for where a wake from outside the pool
         // queues the process. On the state word's line, which the CAS of
-        // `try_start` just brought in (see `Slot::last_worker`). A pool
-        // with more than `u32::MAX` workers leaves the hint unset.
-        slot.last_worker.store(
-            u32::try_from(worker).unwrap_or(NO_WORKER),
-            Ordering::Relaxed,
-        );
+        // `try_start` just brought in (see `Slot::last_worker`). A worker
+        // index fits in 32 bits: each worker is a thread.
+        slot.last_worker.store(worker as u32, Ordering::Relaxed);
         let (line, owned) = self.counter_line(Some(worker));
         bump(&line.started, owned);
         let mut inline_budget = INLINE_STEPS;
         let mut lingers = LINGERS;
         let mut cx = Context::new(slot.pid(), &slot.cancel, reach);
-        // Whether per-step and per-yield events can be enabled at all, read
-        // once per run: with no subscriber (or a quieter one) the loop pays
-        // two branches on locals, not a level check per event.
-        let traced = trace::trace_level!();
-        let debugged = trace::debug_level!();
+        // Whether per-step, per-yield, park and requeue events can be
+        // enabled at all, read once per run (one load of the dynamic level):
+        // with no subscriber (or a quieter one) the run pays branches on
+        // locals, not a level check per event.
+        let (traced, debugged) = trace::levels!();
         // SAFETY: we are worker `worker`, inside its one call of `run` (the
         // buffer's rule, see `Batches`); the borrow ends with this call.
         let Buffers { batch, out } = unsafe { &mut *self.batches.of(worker) };
@@ -244,7 +239,7 @@ impl<P: SchedProcess> Core<P> {
             if batch.is_empty()
                 && let Some(waiting) = body.waiting
             {
-                break (wait(&slot, waiting, line, owned), false);
+                break (wait(&slot, waiting, line, owned, debugged), false);
             }
             body.waiting = None;
             // Empty: the run began with it empty (above), and every step of
@@ -372,7 +367,7 @@ impl<P: SchedProcess> Core<P> {
                     lingers -= 1;
                     continue;
                 }
-                break (wait(&slot, waiting, line, owned), false);
+                break (wait(&slot, waiting, line, owned, debugged), false);
             }
             if inline_budget > 0 {
                 inline_budget -= 1;
@@ -386,11 +381,13 @@ impl<P: SchedProcess> Core<P> {
         // The body is no longer ours unless `park` says so.
         if let (Park::Requeue, global) = park {
             bump(&line.requeued, owned);
-            trace::debug!(
-                pid = %slot.pid(),
-                to = if global || streak >= LOCAL_REQUEUES { "global" } else { "local" },
-                "process requeued"
-            );
+            if debugged {
+                trace::debug!(
+                    pid = %slot.pid(),
+                    to = if global || streak >= LOCAL_REQUEUES { "global" } else { "local" },
+                    "process requeued"
+                );
+            }
         }
         match park {
             (Park::Parked, _) => {
@@ -603,7 +600,13 @@ fn linger<T: Send + 'static>(ctx: &WorkerContext<T>) -> bool {
 /// Notes the kind for the waker (`Slot::parked_as`) and counts the park on
 /// the worker's `line`.
 #[inline(always)]
-fn wait<P: SchedProcess>(slot: &Slot<P>, waiting: Waiting, line: &Counters, owned: bool) -> Park {
+fn wait<P: SchedProcess>(
+    slot: &Slot<P>,
+    waiting: Waiting,
+    line: &Counters,
+    owned: bool,
+    debugged: bool,
+) -> Park {
     // Relaxed: published to the waker by the Release transition below (see
     // `Slot::parked_as`).
     slot.parked_as.store(waiting as u8, Ordering::Relaxed);
@@ -621,7 +624,9 @@ fn wait<P: SchedProcess>(slot: &Slot<P>, waiting: Waiting, line: &Counters, owne
             Waiting::Blocked => (&line.parked_blocked, "blocked"),
         };
         bump(counter, owned);
-        trace::debug!(pid = %pid, phase, "process parked");
+        if debugged {
+            trace::debug!(pid = %pid, phase, "process parked");
+        }
     }
     park
 }

@@ -29,32 +29,25 @@ macro_rules! trace {
 
 pub(crate) use {debug, trace};
 
-/// Whether TRACE events can be enabled at all (tracing's static and
-/// dynamic maximum levels); `false` without the feature.
+/// Whether TRACE and DEBUG events can be enabled at all (tracing's static
+/// and dynamic maximum levels), as `(trace, debug)`, from one read of the
+/// dynamic level; `(false, false)` without the feature.
 #[cfg(feature = "tracing")]
-macro_rules! trace_level {
-    () => {
-        ::tracing::level_enabled!(::tracing::Level::TRACE)
-    };
+macro_rules! levels {
+    () => {{
+        let max = ::tracing::level_filters::LevelFilter::current();
+        let static_max = ::tracing::level_filters::STATIC_MAX_LEVEL;
+        let enabled = |level: ::tracing::Level| level <= static_max && level <= max;
+        (
+            enabled(::tracing::Level::TRACE),
+            enabled(::tracing::Level::DEBUG),
+        )
+    }};
 }
 #[cfg(not(feature = "tracing"))]
-macro_rules! trace_level {
+macro_rules! levels {
     () => {
-        false
-    };
-}
-
-/// Whether DEBUG events can be enabled at all; `false` without the feature.
-#[cfg(feature = "tracing")]
-macro_rules! debug_level {
-    () => {
-        ::tracing::level_enabled!(::tracing::Level::DEBUG)
-    };
-}
-#[cfg(not(feature = "tracing"))]
-macro_rules! debug_level {
-    () => {
-        false
+        (false, false)
     };
 }
 
@@ -88,4 +81,4 @@ macro_rules! trace_span {
     };
 }
 
-pub(crate) use {debug_enabled, debug_level, trace_level, trace_span};
+pub(crate) use {debug_enabled, levels, trace_span};
