@@ -222,6 +222,13 @@ pub(crate) fn mutants(args: &[String]) -> Result<(), String> {
     let opts = parse_args(args)?;
     let root = root();
     let mut ledger = read_ledger(&root.join("xtask/mutants"))?;
+    // The whole ledger against the working tree first, whatever the
+    // filters: a run on a few names must refuse a stale `find` elsewhere
+    // as the full run would.
+    let tree_packages = packages(&root)?;
+    for m in &ledger {
+        validate(m, &root, &tree_packages)?;
+    }
     if !opts.filters.is_empty() {
         ledger.retain(|m| opts.filters.iter().any(|f| m.name.contains(f.as_str())));
     }
