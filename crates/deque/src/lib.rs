@@ -204,6 +204,26 @@
 //! Because slots are read only after the claim, a thief always copies the
 //! items that are there when its claim takes effect, never a stale read.
 //!
+//! ## The owner's oldest item
+//!
+//! [`Worker::pop_oldest`] takes the item at `top`, as a one-item steal
+//! would, but from the owner's side, so it needs no reservation and no
+//! fence: it loads the word and, if the deque holds items and `flight` is
+//! 0, moves `top` up by one with a single CAS of that word. Every
+//! competitor goes through the same word's order: a reservation before the
+//! CAS changed the word (the CAS fails, and the owner gets `Retry`); a
+//! reservation after it read the new `top`, so its claim starts above the
+//! item. No pop races it (the owner makes both), and the slot was written
+//! by the owner itself. The CAS expects `flight == 0` because of the
+//! release: while a claim is in flight its thief will store the word it
+//! claimed, `top` included, and a `top` moved meanwhile would go back and
+//! hand the item out again. So the rules above still hold as stated: while
+//! a reservation or a claim is held, only the owner's reservation-breaking
+//! pops write the word. Being an RMW, the CAS continues the release
+//! sequence of the last thief's release, so a later thief's fence still
+//! acquires it. `seen_top` moves with it; `seen_lowest` does not (it is set
+//! only by Acquire loads).
+//!
 //! ## What the owner remembers
 //!
 //! Thieves write the word; an owner that read it on every push and pop
@@ -281,7 +301,8 @@
 //! with the owner wrapping onto both slots (each release is a plain store),
 //! a growing push racing a thief, the owner's pushes wrapping onto (or
 //! growing past) a slot a thief is copying, push-then-pop racing a steal
-//! and `len`, and `len` racing a claim, checking that each item is taken
+//! and `len`, `len` racing a claim, and the owner's `pop_oldest` racing a
+//! steal-half and a steal, checking that each item is taken
 //! exactly once (and, under loom, that no slot is read that holds no item,
 //! nor a slot of a freed ring: under loom a freed ring is only marked so,
 //! and every slot access reads the mark).
@@ -966,6 +987,73 @@ impl<T> Worker<T> {
         Some(unsafe { (*self.buffer.get()).read(index) })
     }
 
+    /// Pops the oldest item (FIFO), from the thieves' end: the item the
+    /// next steal would take. For an owner that now and then wants its
+    /// oldest item rather than its newest (a scheduler giving older work
+    /// its turn).
+    ///
+    /// Returns [`Steal::Retry`] when a thief is taking items at that
+    /// moment (it holds the claim reservation or is copying a claimed
+    /// batch out, or its reservation won the race for the word): the
+    /// oldest items are then already on their way out. Wait-free: a load
+    /// and one CAS of the word thieves claim through, no fence.
+    ///
+    /// ```
+    /// use stepsched_deque::{Steal, Worker};
+    ///
+    /// let w = Worker::new();
+    /// w.push(1);
+    /// w.push(2);
+    /// w.push(3);
+    /// assert_eq!(w.pop_oldest(), Steal::Success(1));
+    /// assert_eq!(w.pop(), Some(3));
+    /// assert_eq!(w.pop_oldest(), Steal::Success(2));
+    /// assert_eq!(w.pop_oldest(), Steal::Empty);
+    /// ```
+    pub fn pop_oldest(&self) -> Steal<T> {
+        let bottom = self.bottom();
+        // Relaxed: the slot we take was written by this thread, and no slot
+        // a thief read is written on the strength of this value (`push`
+        // reuses slots only below `seen_lowest`, which Acquire loads set).
+        let current = self.inner.head.load(Ordering::Relaxed);
+        let head = Head(current);
+        if head.ends(bottom).len() == 0 {
+            self.seen_top.set(head.top());
+            return Steal::Empty;
+        }
+        if head.flight() != 0 {
+            // A thief holds the reservation (its claim is sized from
+            // `top`) or copies a claimed batch (its release will store the
+            // word it claimed, `top` included, over ours): leave it be.
+            return Steal::Retry;
+        }
+        let top = head.top();
+        let new = Head::new(head.pops(), top.wrapping_add(1), 0);
+        hook::run(hook::Point::BeforeTakeOldest);
+        // Relaxed, both: like a claim, this only has to be one atomic step
+        // in the word's order. A reservation before it changed the word
+        // (the CAS fails); one after it read `top + 1` (its claim starts
+        // above our item). Being an RMW, it continues the release sequence
+        // of the last thief's release, so a later thief's fence still
+        // acquires that release through it. Nobody else writes the word
+        // while `flight` is 0 except thieves' reservations and our own
+        // pops, so no claim is in flight when it succeeds.
+        if self
+            .inner
+            .head
+            .compare_exchange(current, new.0, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+        {
+            return Steal::Retry;
+        }
+        self.seen_top.set(new.top());
+        // SAFETY: `top` was below `bottom` in the word our CAS replaced, with
+        // nothing in flight, so it holds an item no claim covers; moving
+        // `top` past it makes it ours alone. This thread wrote the slot,
+        // and only this thread changes the ring.
+        Steal::Success(unsafe { (*self.buffer.get()).read(top) })
+    }
+
     /// Whether a pending claim under a reservation taken at `top` cannot
     /// reach the item at `bottom - 1`, which a pop is taking; if so, raises
     /// `high` to `bottom` (when it is below).
@@ -1484,6 +1572,9 @@ mod hook {
         /// Between a thief's first load of the head word and its
         /// reservation CAS.
         BeforeReserve,
+        /// In `Worker::pop_oldest`, between the owner's load of the head
+        /// word and its CAS.
+        BeforeTakeOldest,
         /// Between a thief's reservation and its claiming CAS.
         BeforeClaim,
         /// In `Stealer::len`, between the loads of the head word and of

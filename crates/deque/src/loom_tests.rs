@@ -249,6 +249,50 @@ fn owner_wraps_onto_slots_a_thief_copied() {
     });
 }
 
+/// What the owner's `pop_oldest` took, or nothing.
+fn oldest(w: &Worker<usize>) -> Option<usize> {
+    w.pop_oldest().success()
+}
+
+#[test]
+fn pop_oldest_races_steal_half() {
+    // The owner takes from the thieves' end by one CAS, with no
+    // reservation: a thief's claim must never cover the item it took, and
+    // it must never move `top` under a claim being copied (the thief's
+    // release stores the word it claimed, `top` included).
+    loom::model(|| {
+        steal_half_races_owner(4, |w| {
+            let mut taken: Vec<usize> = oldest(w).into_iter().collect();
+            taken.extend(w.pop());
+            taken.extend(oldest(w));
+            taken
+        })
+    });
+}
+
+#[test]
+fn pop_oldest_races_a_steal_then_wraps() {
+    // A full two-slot ring: a thief steals while the owner takes the
+    // oldest item and pushes two more, which wrap onto the freed slots or
+    // grow the ring. The owner must not write a slot the thief is still
+    // reading (loom flags the cell), nor lose or repeat an item.
+    loom::model(|| {
+        let w = Worker::with_capacity(2);
+        w.push(0usize);
+        w.push(1);
+        let s = w.stealer();
+        let thief = thread::spawn(move || s.steal().success());
+        let mut taken: Vec<usize> = oldest(&w).into_iter().collect();
+        w.push(2);
+        w.push(3);
+        taken.extend(thief.join().unwrap());
+        while let Some(x) = w.pop() {
+            taken.push(x);
+        }
+        assert_exactly_once(taken, 4);
+    });
+}
+
 #[test]
 fn owner_reuses_slots_two_thieves_copied() {
     // Two thieves each steal one item of a full two-slot ring, one claim

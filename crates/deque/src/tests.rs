@@ -827,6 +827,7 @@ fn worker_is_send_stealer_is_send_sync() {
 enum Op {
     Push,
     Pop,
+    PopOldest,
     Steal,
     StealHalf(usize),
     DrainMine,
@@ -836,6 +837,7 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         4 => Just(Op::Push),
         2 => Just(Op::Pop),
+        1 => Just(Op::PopOldest),
         1 => Just(Op::Steal),
         1 => (1usize..40).prop_map(Op::StealHalf),
         1 => Just(Op::DrainMine),
@@ -843,7 +845,7 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 proptest! {
-    /// Random sequences of push / pop / steal / steal_half_into on one
+    /// Random sequences of push / pop / pop_oldest / steal / steal_half_into on one
     /// thread give the same results as a `VecDeque` model.
     #[test]
     fn matches_vecdeque_model(
@@ -865,6 +867,13 @@ proptest! {
                     next += 1;
                 }
                 Op::Pop => prop_assert_eq!(w.pop(), model.pop_back()),
+                Op::PopOldest => {
+                    let expected = match model.pop_front() {
+                        Some(x) => Steal::Success(x),
+                        None => Steal::Empty,
+                    };
+                    prop_assert_eq!(w.pop_oldest(), expected);
+                }
                 Op::Steal => {
                     let expected = match model.pop_front() {
                         Some(x) => Steal::Success(x),
@@ -929,4 +938,93 @@ fn a_thief_whose_own_deque_overflows_gives_its_claim_back() {
         0,
         "a claim is still in flight"
     );
+}
+
+/// The owner's `pop_oldest` gives way to a thief: a reservation taken
+/// between its load and its CAS makes it `Retry` (the thief's claim, sized
+/// from the old `top`, goes through), and while a claimed batch is being
+/// copied out it does not touch the word, which the thief's release then
+/// stores whole. Every item is handed out once.
+#[test]
+fn pop_oldest_gives_way_to_a_thief() {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    // A thief steals half inside the owner's window.
+    let w = Worker::new();
+    for id in 0..4 {
+        w.push(id);
+    }
+    let s = w.stealer();
+    let mine = Rc::new(Worker::new());
+    let stolen = Rc::new(RefCell::new(Vec::new()));
+    {
+        let (mine, stolen) = (mine.clone(), stolen.clone());
+        let mut fired = false;
+        hook::set(Some(Box::new(move |point| {
+            if point == hook::Point::BeforeTakeOldest && !fired {
+                fired = true;
+                if let Steal::Success(x) = s.steal_half_into(&mine) {
+                    stolen.borrow_mut().push(x);
+                }
+            }
+        })));
+    }
+    let r = w.pop_oldest();
+    hook::set(None);
+    assert_eq!(r, Steal::Retry, "the thief's steal changed the word");
+    assert_eq!(*stolen.borrow(), [0]);
+    assert_eq!(mine.pop(), Some(1));
+    assert_eq!(w.pop_oldest(), Steal::Success(2));
+    assert_eq!(w.pop(), Some(3));
+    assert_eq!(w.pop(), None);
+    assert_eq!(w.pop_oldest(), Steal::Empty);
+
+    // The owner tries inside a thief's claim window (reserved, then
+    // claimed and copying): it leaves the word alone both times.
+    let w = Rc::new(Worker::new());
+    for id in 0..4 {
+        w.push(id);
+    }
+    let s = w.stealer();
+    let seen = Rc::new(RefCell::new(Vec::new()));
+    {
+        let (w, seen) = (w.clone(), seen.clone());
+        hook::set(Some(Box::new(move |point| {
+            if point == hook::Point::BeforeClaim {
+                seen.borrow_mut().push(w.pop_oldest());
+            }
+        })));
+    }
+    let mine = Worker::new();
+    let r = s.steal_half_into(&mine);
+    hook::set(None);
+    assert_eq!(*seen.borrow(), [Steal::Retry], "under the reservation");
+    assert_eq!(r, Steal::Success(0));
+    assert_eq!(mine.pop(), Some(1));
+    assert_eq!(w.pop_oldest(), Steal::Success(2));
+    assert_eq!(w.pop_oldest(), Steal::Success(3));
+    assert_eq!(w.pop_oldest(), Steal::Empty);
+    assert_eq!(Head(w.inner.head.load(SeqCst)).flight(), 0);
+}
+
+/// After `pop_oldest` takes the last item, `pop` sees an empty deque
+/// (its remembered `top` moved too), and pushes after it are taken in
+/// order from both ends.
+#[test]
+fn pop_oldest_then_pop_and_push() {
+    let w = Worker::with_capacity(2);
+    w.push(0);
+    assert_eq!(w.pop_oldest(), Steal::Success(0));
+    assert_eq!(w.pop(), None);
+    for id in 1..6 {
+        w.push(id);
+    }
+    assert_eq!(w.pop_oldest(), Steal::Success(1));
+    assert_eq!(w.pop(), Some(5));
+    assert_eq!(w.stealer().steal(), Steal::Success(2));
+    assert_eq!(w.pop_oldest(), Steal::Success(3));
+    assert_eq!(w.len(), 1);
+    assert_eq!(w.pop(), Some(4));
+    assert_eq!(w.pop_oldest(), Steal::Empty);
 }

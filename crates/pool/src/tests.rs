@@ -226,6 +226,58 @@ fn a_pair_handing_the_next_slot_back_and_forth_lets_the_deque_run() {
     panic!("the pair kept the victim in the deque for 1000 runs");
 }
 
+/// When a chain of slot items reaches the streak cap, the deque's *oldest*
+/// item runs next, not its newest: chains queued on one worker take turns
+/// in the order they were queued. (With the newest, the chain pushed at
+/// the previous cap ran again and the older items waited for the fairness
+/// tick.)
+#[test]
+fn at_the_streak_cap_the_deques_oldest_item_runs() {
+    use crate::worker::{FAIRNESS_INTERVAL, NEXT_STREAK};
+
+    const OLD: u32 = 0;
+    const NEW: u32 = 1;
+    const A: u32 = 2;
+    const B: u32 = 3;
+    let (ctx, mut search) = lone_worker();
+    ctx.push(OLD);
+    ctx.push(NEW);
+    ctx.push_next(A);
+    let mut order = Vec::new();
+    // Well inside one fairness interval, whose tick takes the oldest too.
+    const { assert!(NEXT_STREAK + 2 < FAIRNESS_INTERVAL) };
+    for _ in 0..=NEXT_STREAK {
+        let item = found(&mut search, &ctx);
+        order.push(item);
+        match item {
+            A => ctx.push_next(B),
+            B => ctx.push_next(A),
+            _ => break,
+        }
+    }
+    let streak: Vec<u32> = [A, B]
+        .into_iter()
+        .cycle()
+        .take(NEXT_STREAK as usize)
+        .collect();
+    assert_eq!(
+        order[..NEXT_STREAK as usize],
+        streak[..],
+        "the slot's streak"
+    );
+    assert_eq!(
+        order.last(),
+        Some(&OLD),
+        "after {NEXT_STREAK} slot items the oldest item runs: {order:?}"
+    );
+    // The slot's item went to the deque, and runs before the newer one.
+    assert_eq!(
+        found(&mut search, &ctx),
+        if NEXT_STREAK.is_multiple_of(2) { A } else { B }
+    );
+    assert_eq!(found(&mut search, &ctx), NEW);
+}
+
 /// An item pushed first onto the deque runs within a fairness interval even
 /// though every run pushes a newer one (which the owner's LIFO pop prefers).
 #[test]
